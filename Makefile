@@ -1,0 +1,27 @@
+# The two set-up commands of the README: `make run` and `make test`.
+# Each creates .venv and installs the project (editable, with test extras) when needed.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-x11 bundle
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/heatsearch $(ARGS)
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The GUI tests once more in a real X11 window (needs Debian's xvfb: apt-get install -y xvfb).
+test-x11: $(STAMP)
+	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(PY) -m pytest -q tests/gui
+
+bundle: $(STAMP)
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[package]'
+	$(VENV)/bin/python packaging/build.py

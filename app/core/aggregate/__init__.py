@@ -1,0 +1,1 @@
+"""Aggregation of local CNN features into one global vector per image (HeW, SumA)."""

@@ -1,0 +1,25 @@
+"""Typed errors of the core. One root, so the CLI and the GUI catch and show them in one place."""
+
+
+class HeatSearchError(Exception):
+    """Root of every error the core raises on purpose; its message is shown to the user as is."""
+
+
+class ImageError(HeatSearchError):
+    """A file could not be read as a photo (corrupt, truncated, not an image, too large, unreadable)."""
+
+
+class WeightsMissingError(HeatSearchError):
+    """A backbone's weights are not on this machine; the message names the file and where to put it."""
+
+
+class WeightsLoadError(HeatSearchError):
+    """A weights file exists but cannot be loaded safely (not a plain state dict, wrong keys)."""
+
+
+class CatalogError(HeatSearchError):
+    """The catalog is unusable (newer schema, locked, corrupt)."""
+
+
+class Cancelled(HeatSearchError):
+    """A background job was cancelled by the user; the UI ignores it."""

