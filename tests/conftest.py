@@ -1,0 +1,56 @@
+"""Shared fixtures: every test gets its own HeatSearch home and torch cache (never the user's)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    home = tmp_path / "heatsearch-home"
+    monkeypatch.setenv("HEATSEARCH_HOME", str(home))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    return home
+
+
+def write_photo(path: Path, seed: int, size=(96, 72), exif_orientation: int | None = None) -> Path:
+    """A small synthetic 'photo' with structure (blocks and gradients), deterministic by seed."""
+    rng = np.random.default_rng(seed)
+    w, h = size
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = rng.integers(0, 255, size=3)
+    img = np.zeros((h, w, 3), dtype=np.float64)
+    for c in range(3):
+        img[..., c] = base[c] + 60 * np.sin(xx / rng.uniform(3, 12) + c) + 60 * np.cos(yy / rng.uniform(3, 12))
+    for _ in range(4):
+        x0, y0 = rng.integers(0, w - 10), rng.integers(0, h - 10)
+        img[y0:y0 + rng.integers(5, h // 2), x0:x0 + rng.integers(5, w // 2)] = rng.integers(0, 255, size=3)
+    pil = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if exif_orientation:
+        exif = Image.Exif()
+        exif[0x0112] = exif_orientation
+        pil.save(path, exif=exif.tobytes())
+    else:
+        pil.save(path)
+    return path
+
+
+@pytest.fixture
+def photo_dir(tmp_path) -> Path:
+    """12 photos: 4 'scenes' x 3 variants (small shifts) so retrieval has right answers."""
+    d = tmp_path / "photos"
+    for scene in range(4):
+        for v in range(3):
+            src = write_photo(tmp_path / "src" / f"s{scene}.png", 100 + scene, size=(120, 90))
+            im = Image.open(src).crop((v * 4, v * 3, 100 + v * 4, 75 + v * 3))
+            (d / f"scene{scene}").mkdir(parents=True, exist_ok=True)
+            im.save(d / f"scene{scene}" / f"img{v}.jpg", quality=92)
+    return d

@@ -1,0 +1,55 @@
+import os
+
+import pytest
+from PIL import Image
+
+from app.core.errors import ImageError
+from app.core.imageio import open_oriented
+from tests.conftest import write_photo
+
+
+def bad_files(d):
+    d.mkdir()
+    (d / "empty.jpg").write_bytes(b"")
+    (d / "text.jpg").write_text("this is not a jpeg")
+    good = write_photo(d / "good.jpg", 0, size=(200, 150))
+    data = good.read_bytes()
+    (d / "truncated.jpg").write_bytes(data[: len(data) // 2])
+    # a PNG header claiming 100k x 100k pixels (decompression bomb)
+    Image.new("1", (20000, 20000)).save(d / "bomb.png")
+    return d
+
+
+@pytest.mark.parametrize("name,reason", [("empty.jpg", "empty"), ("text.jpg", "not an image"),
+                                         ("truncated.jpg", "truncated"), ("bomb.png", "too large"),
+                                         ("missing.jpg", "cannot read")])
+def test_bad_files_raise_image_error_with_reason(tmp_path, name, reason):
+    d = bad_files(tmp_path / "bad")
+    with pytest.raises(ImageError, match=reason):
+        open_oriented(d / name, max_pixels=100_000_000 if name != "bomb.png" else 10_000_000)
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    f = write_photo(tmp_path / "locked.jpg", 0)
+    f.chmod(0)
+    if os.geteuid() == 0:  # root reads every file: make open() fail the way it does for a user
+        import builtins
+
+        real_open = builtins.open
+
+        def deny(path, *a, **k):
+            if str(path) == str(f):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_open(path, *a, **k)
+
+        monkeypatch.setattr(builtins, "open", deny)
+    with pytest.raises(ImageError, match="permission"):
+        open_oriented(f)
+
+
+def test_reading_never_modifies_the_photo(tmp_path):
+    f = write_photo(tmp_path / "p.jpg", 3, size=(300, 200), exif_orientation=8)
+    before = (f.read_bytes(), f.stat().st_mtime_ns)
+    img, orig = open_oriented(f, draft_side=64)
+    assert orig == (200, 300) and img.size[0] <= 200
+    assert (f.read_bytes(), f.stat().st_mtime_ns) == before
