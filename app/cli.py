@@ -64,11 +64,173 @@ def cmd_eval(a) -> int:
     return 0
 
 
+def _library(a):
+    from .core.config import Settings, home_dir
+    from .core.library import Library
+
+    home = home_dir(a.home)
+    settings = Settings.load(home)
+    for name in ("backbone", "weights", "device"):
+        if getattr(a, name, None):
+            setattr(settings, name, getattr(a, name))
+    if getattr(a, "size", None):
+        settings.max_side = a.size
+    return Library(home, settings)
+
+
+def _fmt_eta(s):
+    if s is None:
+        return "--"
+    s = int(s)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def cmd_index(a) -> int:
+    from dataclasses import asdict
+
+    from .core.pipeline.indexer import index_paths
+
+    lib = _library(a)
+    tty = sys.stderr.isatty() and not a.json
+    last = None
+    for prog in index_paths(lib, a.paths):
+        last = prog
+        if a.json:
+            print(json.dumps({k: v for k, v in asdict(prog).items() if k != "last_errors"} |
+                             {"errors": [{"path": p, "reason": r} for p, r in prog.last_errors]}), flush=True)
+        else:
+            for p, r in prog.last_errors:
+                print(f"skipped {p}: {r}", file=sys.stderr)
+            if tty:
+                width = 30
+                frac = prog.done / prog.total if prog.total else 1.0
+                bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
+                print(f"\r[{bar}] {prog.done}/{prog.total} failed {prog.failed} {prog.rate:.1f} img/s ETA {_fmt_eta(prog.eta_s)} {prog.phase:<10}",
+                      end="", file=sys.stderr, flush=True)
+    if tty:
+        print(file=sys.stderr)
+    if not a.json and last is not None:
+        st = lib.status()
+        print(f"indexed {st['indexed']} of {st['images']} images ({st['failed']} skipped, {last.reused} reused, {last.removed} removed)")
+    lib.close()
+    return 0
+
+
+def _parse_box(text):
+    if not text:
+        return None
+    try:
+        vals = [float(v) for v in text.split(",")]
+    except ValueError:
+        vals = []
+    if len(vals) != 4:
+        raise HeatSearchError(f"--box takes x1,y1,x2,y2 in pixels, got '{text}'")
+    return tuple(vals)
+
+
+def cmd_search(a) -> int:
+    from .core.pipeline.search import SearchRequest, Searcher
+
+    lib = _library(a)
+    st = lib.settings
+    searcher = Searcher(lib)
+    if a.queries:
+        reqs = []
+        with open(a.queries) as fh:
+            for n, line in enumerate(fh):
+                if line.strip():
+                    q = json.loads(line)
+                    box = tuple(q["box"]) if q.get("box") else None
+                    reqs.append((n, q["path"], box))
+    else:
+        if not a.image:
+            raise HeatSearchError("search needs IMAGE or --queries FILE")
+        reqs = [(0, a.image, _parse_box(a.box))]
+    for n, path, box in reqs:
+        if not Path(path).is_file():
+            raise HeatSearchError(f"no such image: {path}")
+        req = SearchRequest(id=n, path=str(Path(path).resolve()), box=box, top=a.top, qe=st.qe and not a.no_qe,
+                            qe_n=st.qe_n, qe_alpha=st.qe_alpha, her=st.her and not a.no_her, her_k=st.her_k,
+                            mode=a.mode or st.region_mode)
+        if a.qe:
+            req = SearchRequest(**{**req.__dict__, "qe": True})
+        res = searcher.search(req)
+        if a.json:
+            print(json.dumps({"query": req.path, "box": list(box) if box else None, "request_id": res.request_id,
+                              "timings_ms": {k: round(v, 2) for k, v in res.timings.items()},
+                              "results": [{"rank": h.rank, "path": h.path, "score": round(h.score, 6)} for h in res.hits]}),
+                  flush=True)
+        else:
+            for h in res.hits:
+                print(f"{h.rank:4d}  {h.score:+.4f}  {h.path}")
+    return 0
+
+
+def cmd_status(a) -> int:
+    lib = _library(a)
+    st = lib.status()
+    if a.json:
+        st["failures"] = [{"path": p, "reason": r} for p, r in lib.failures()]
+        print(json.dumps(st))
+    else:
+        print(f"data folder: {st['home']}")
+        print(f"backbone:    {st['backbone']} (weights {st['weights_digest']}), {st['max_side']} px, D = {st['dim']}")
+        print(f"folders:     {len(st['folders'])}")
+        for f in st["folders"]:
+            print(f"  {f}")
+        print(f"images:      {st['images']} known, {st['indexed']} indexed, {st['failed']} skipped")
+        for p, r in lib.failures()[:20]:
+            print(f"  skipped {p}: {r}")
+    return 0
+
+
+def cmd_rebuild(a) -> int:
+    lib = _library(a)
+    n = lib.rebuild()
+    print(f"index rebuilt from the catalog: {n} vectors")
+    return 0
+
+
+def cmd_forget(a) -> int:
+    lib = _library(a)
+    n = lib.forget(a.path)
+    print(f"forgot {n} images under {a.path} (the photos themselves are untouched)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="heatsearch", description="Find photos by example (HeW + heat re-ranking).")
     p.add_argument("--version", action="version", version=f"HeatSearch {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="data folder (default: $HEATSEARCH_HOME or the platform's data folder)")
+    common.add_argument("--backbone", help=argparse.SUPPRESS)
+    common.add_argument("--weights", help=argparse.SUPPRESS)
+    common.add_argument("--device", help="auto, cpu, cuda, mps")
     sub = p.add_subparsers(dest="command")
     _add_eval(sub)
+    ix = sub.add_parser("index", parents=[common], help="add folders and index them (incremental)")
+    ix.add_argument("paths", nargs="+")
+    ix.add_argument("--json", action="store_true", help="progress as JSON lines")
+    ix.set_defaults(func=cmd_index)
+    se = sub.add_parser("search", parents=[common], help="search the library with a photo (or a box in it)")
+    se.add_argument("image", nargs="?")
+    se.add_argument("--box", help="x1,y1,x2,y2 in pixels of the (EXIF-oriented) image")
+    se.add_argument("--top", type=int, default=20)
+    se.add_argument("--qe", action="store_true", help="query expansion on (default from settings)")
+    se.add_argument("--no-qe", action="store_true")
+    se.add_argument("--no-her", action="store_true")
+    se.add_argument("--mode", choices=["map", "crop"], help="box queries: map (no new CNN pass) or crop")
+    se.add_argument("--queries", help="JSON lines {path, box}: one result object per line, model loaded once")
+    se.add_argument("--json", action="store_true")
+    se.set_defaults(func=cmd_search)
+    st = sub.add_parser("status", parents=[common], help="what the library holds")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+    rb = sub.add_parser("rebuild", parents=[common], help="rebuild the ANN index from the catalog (no CNN)")
+    rb.set_defaults(func=cmd_rebuild)
+    fg = sub.add_parser("forget", parents=[common], help="remove a folder or file from the library (photos untouched)")
+    fg.add_argument("path")
+    fg.set_defaults(func=cmd_forget)
     return p
 
 

@@ -5,8 +5,10 @@ Coordinates: every box in HeatSearch is (x1, y1, x2, y2) in pixels of the *orien
 """
 from __future__ import annotations
 
+import io
 import os
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 from PIL import Image, ImageFile, ImageOps
@@ -32,7 +34,7 @@ def is_photo_path(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() in EXTENSIONS
 
 
-def open_oriented(path: str | os.PathLike, max_pixels: int = MAX_PIXELS, draft_side: int | None = None
+def open_oriented(path: str | os.PathLike | io.BytesIO, max_pixels: int = MAX_PIXELS, draft_side: int | None = None
                   ) -> tuple[Image.Image, tuple[int, int]]:
     """Decode `path` into an RGB image with EXIF orientation applied.
 
@@ -43,15 +45,18 @@ def open_oriented(path: str | os.PathLike, max_pixels: int = MAX_PIXELS, draft_s
     Raises ImageError with a short reason for every way a file can be bad: missing, unreadable,
     zero bytes, not an image, truncated/corrupt, or over `max_pixels` (decompression bomb).
     """
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise ImageError(f"cannot read file: {e.strerror or e}") from e
+    if isinstance(path, io.BytesIO):
+        size = path.getbuffer().nbytes
+    else:
+        path = Path(path)
+        try:
+            size = path.stat().st_size
+        except OSError as e:
+            raise ImageError(f"cannot read file: {e.strerror or e}") from e
     if size == 0:
         raise ImageError("empty file (0 bytes)")
     try:
-        with open(path, "rb") as fh, warnings.catch_warnings():
+        with (nullcontext(path) if isinstance(path, io.BytesIO) else open(path, "rb")) as fh, warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(fh)
             w, h = img.size
@@ -68,7 +73,7 @@ def open_oriented(path: str | os.PathLike, max_pixels: int = MAX_PIXELS, draft_s
     except ImageError:
         raise
     except PermissionError as e:
-        raise ImageError(f"permission denied: {e.filename or path}") from e
+        raise ImageError(f"permission denied: {e.filename or ''}") from e
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise ImageError(f"image too large (decompression bomb guard): {e}") from e
     except Image.UnidentifiedImageError as e:
@@ -94,3 +99,14 @@ def clip_box(box, size) -> tuple[int, int, int, int]:
     x2 = int(max(x1 + 1, min(w, round(x2))))
     y2 = int(max(y1 + 1, min(h, round(y2))))
     return x1, y1, x2, y2
+
+
+def read_file(path: str | os.PathLike) -> bytes:
+    """All bytes of a photo (read-only), with OS errors as ImageError."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except PermissionError as e:
+        raise ImageError(f"permission denied: {path}") from e
+    except OSError as e:
+        raise ImageError(f"cannot read file: {e.strerror or e}") from e

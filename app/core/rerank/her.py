@@ -7,7 +7,7 @@ shortlisted items are reordered by the heat they receive; ranks beyond k keep th
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
+import torch
 
 Z_RATIO = 0.1
 K_DEFAULT = 800
@@ -17,22 +17,24 @@ def her_scores(source: np.ndarray, shortlist: np.ndarray, z_ratio: float = Z_RAT
     """Heat at each of the (k, D) shortlist vectors from a unit source at `source` (D,).
 
     Returns (k,) float64, or None when the graph has no positive edge (nothing to diffuse).
+    Computed with torch in float64 (Cholesky solve): on few cores scipy's OpenBLAS threads fight
+    torch's pool, which made the same solve 20x slower.
     """
-    t = np.vstack([np.asarray(shortlist, dtype=np.float64), np.asarray(source, dtype=np.float64)[None]])
+    t = torch.from_numpy(np.vstack([np.asarray(shortlist, dtype=np.float64), np.asarray(source, dtype=np.float64)[None]]))
     t -= t.mean(0)
     a = t @ t.T
-    np.fill_diagonal(a, 0.0)
-    a[a < 0] = 0.0
-    pos = a[a > 0]
-    if pos.size == 0:
+    a.fill_diagonal_(0.0)
+    a.clamp_(min=0.0)
+    npos = int((a > 0).sum())
+    if npos == 0:
         return None
-    z = z_ratio * pos.mean()
+    z = z_ratio * float(a.sum()) / npos
     lap = -a
-    lap[np.diag_indices_from(lap)] = a.sum(1) + z
-    e = np.zeros(len(t))
+    lap.diagonal().add_(a.sum(1) + z)
+    e = torch.zeros(len(t), 1, dtype=torch.float64)
     e[-1] = 1.0
-    h = scipy.linalg.solve(lap, e, assume_a="pos", check_finite=False, overwrite_a=True)
-    return h[:-1]
+    h = torch.cholesky_solve(e, torch.linalg.cholesky(lap))[:, 0]
+    return h[:-1].numpy()
 
 
 def her_rerank(query: np.ndarray, vectors: np.ndarray, ranking: np.ndarray, k: int = K_DEFAULT,

@@ -1,0 +1,84 @@
+"""SQLAlchemy 2.0 models of the catalog. Arrays are stored as raw little-endian bytes."""
+from __future__ import annotations
+
+from sqlalchemy import Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+SCHEMA_VERSION = 1
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Meta(Base):
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Folder(Base):
+    """A photo folder the user added (scanned recursively)."""
+
+    __tablename__ = "folders"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String, unique=True)
+    added_at: Mapped[float] = mapped_column(Float)
+
+
+class Image(Base):
+    """One photo file. status: 'indexed' (has a descriptor in the active space) or 'failed'
+    (error says why). Identity for moves: `digest` (sha1 of the file's bytes)."""
+
+    __tablename__ = "images"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String, unique=True)
+    folder_id: Mapped[int] = mapped_column(ForeignKey("folders.id", ondelete="CASCADE"), index=True)
+    size: Mapped[int] = mapped_column(Integer)
+    mtime_ns: Mapped[int] = mapped_column(Integer)
+    width: Mapped[int] = mapped_column(Integer, default=0)
+    height: Mapped[int] = mapped_column(Integer, default=0)
+    digest: Mapped[str] = mapped_column(String, default="", index=True)
+    status: Mapped[str] = mapped_column(String, default="indexed", index=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+
+
+class Space(Base):
+    """A descriptor space: how vectors are made. Vectors of two spaces are never mixed.
+
+    mu: (C,) float64 centring mean of HeW (from a calibration sample of the library).
+    white_mean (C,) / white_proj (D, C) float64: the whitening; empty until fitted.
+    white_n: how many images the whitening was fitted on; white_version counts refits."""
+
+    __tablename__ = "spaces"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String, unique=True)
+    backbone: Mapped[str] = mapped_column(String)
+    weights_digest: Mapped[str] = mapped_column(String)
+    max_side: Mapped[int] = mapped_column(Integer)
+    threshold: Mapped[float] = mapped_column(Float)
+    z_ratio: Mapped[float] = mapped_column(Float)
+    channels: Mapped[int] = mapped_column(Integer)
+    mu: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    white_mean: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    white_proj: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    white_dim: Mapped[int] = mapped_column(Integer, default=0)
+    white_n: Mapped[int] = mapped_column(Integer, default=0)
+    white_version: Mapped[int] = mapped_column(Integer, default=0)
+    active: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class Descriptor(Base):
+    """Per image and space: the raw HeW descriptor (power + L2, before whitening; (C,) float32)
+    and the heat-weight grid ((grid_h, grid_w) float16, normalised to max 1)."""
+
+    __tablename__ = "descriptors"
+    image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"), primary_key=True)
+    space_id: Mapped[int] = mapped_column(ForeignKey("spaces.id", ondelete="CASCADE"), primary_key=True)
+    raw: Mapped[bytes] = mapped_column(LargeBinary)
+    grid: Mapped[bytes] = mapped_column(LargeBinary)
+    grid_h: Mapped[int] = mapped_column(Integer)
+    grid_w: Mapped[int] = mapped_column(Integer)
+
+
+Index("ix_descriptors_space", Descriptor.space_id)

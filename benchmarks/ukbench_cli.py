@@ -1,0 +1,52 @@
+"""Index UKBench with the CLI, then search every image with `heatsearch search --queries --json`
+and print N-S and mAP of the library search (what a user gets).
+
+    python benchmarks/ukbench_cli.py --root ../shared/data/ukbench --home /tmp/hs-ukbench [--no-her] [--qe]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from app.core.evaluation.metrics import compute_ap
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2] / "shared/data/ukbench"))
+    ap.add_argument("--home", default=None)
+    ap.add_argument("--extra", nargs="*", default=[], help="extra search flags, e.g. --no-her --qe")
+    a = ap.parse_args()
+    home = a.home or tempfile.mkdtemp(prefix="hs-ukbench-")
+    exe = [sys.executable, "-m", "app"]
+    subprocess.run(exe + ["index", a.root, "--home", home], check=True)
+    images = sorted(Path(a.root).resolve().glob("ukbench*.jpg"))
+    qfile = Path(home) / "queries.jsonl"
+    qfile.write_text("".join(json.dumps({"path": str(p), "box": None}) + "\n" for p in images))
+    out = subprocess.run(exe + ["search", "--queries", str(qfile), "--json", "--top", "600", "--home", home] + a.extra,
+                         check=True, capture_output=True, text=True).stdout.splitlines()
+    group = {str(p): int(p.stem[7:]) // 4 for p in images}
+    ns, aps, ms = [], [], []
+    for p, line in zip(images, out):
+        res = json.loads(line)
+        ranked = [r["path"] for r in res["results"]]
+        g = group[str(p)]
+        ns.append(sum(group[r] == g for r in ranked[:4]))
+        rest = [r for r in ranked if r != str(p)]
+        pos = [i for i, r in enumerate(rest) if group[r] == g]
+        aps.append(compute_ap(np.array(pos), 3))
+        ms.append(res["timings_ms"]["total_ms"])
+    print(f"UKBench via `heatsearch search` ({len(images)} queries, flags {a.extra or 'defaults'}): "
+          f"N-S = {np.mean(ns):.3f} / 4, mAP = {100 * np.mean(aps):.2f}%, "
+          f"all 3 mates in top 4: {np.mean([n == 4 for n in ns]) * 100:.1f}% of queries, "
+          f"search time excl. CNN p50 {np.median(ms):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The CLI: machine-readable output scripts rely on, error exits, same code as the library."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.core.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home(tmp_path):
+    h = tmp_path / "cli-home"
+    Settings(backbone="tiny-random", max_side=128, batch_size=4).save(h)
+    return h
+
+
+def test_index_status_search_json(home, photo_dir, capsys):
+    assert main(["index", str(photo_dir), "--home", str(home), "--json"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert lines[-1]["phase"] == "done" and lines[-1]["done"] == 12
+    assert main(["status", "--json", "--home", str(home)]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert (st["images"], st["indexed"], st["failed"]) == (12, 12, 0)
+    q = photo_dir / "scene2" / "img0.jpg"
+    assert main(["search", str(q), "--top", "4", "--json", "--no-her", "--home", str(home)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in res["results"]] == [1, 2, 3, 4]
+    assert res["results"][0]["path"] == str(q.resolve())
+    assert all(Path(r["path"]).is_absolute() for r in res["results"])
+    scores = [r["score"] for r in res["results"]]
+    assert scores[0] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_batch_queries_in_order(home, photo_dir, capsys, tmp_path):
+    main(["index", str(photo_dir), "--home", str(home)])
+    capsys.readouterr()
+    qs = [photo_dir / "scene0" / "img1.jpg", photo_dir / "scene3" / "img2.jpg", photo_dir / "scene1" / "img0.jpg"]
+    f = tmp_path / "q.jsonl"
+    f.write_text("\n".join(json.dumps({"path": str(p), "box": [5, 5, 60, 50] if i == 1 else None}) for i, p in enumerate(qs)))
+    assert main(["search", "--queries", str(f), "--json", "--top", "3", "--no-her", "--home", str(home)]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [o["query"] for o in out] == [str(p.resolve()) for p in qs]
+    assert out[1]["box"] == [5, 5, 60, 50]
+    assert out[0]["results"][0]["path"] == str(qs[0].resolve())
+
+
+def test_errors_exit_nonzero_with_one_line(home, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "app", "search", str(tmp_path / "nope.jpg"), "--home", str(home)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and r.stderr.strip().startswith("heatsearch: no such image")
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run([sys.executable, "-m", "app", "search", str(ROOT / "pyproject.toml"), "--box", "1,2,3", "--home", str(home)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "--box" in r.stderr
+
+
+def test_missing_weights_is_a_clear_message_not_a_hang(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "app", "index", str(tmp_path), "--home", str(tmp_path / "h"), "--backbone", "vgg16"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 1
+    assert "vgg16-397923af.pth" in r.stderr and "never downloads" in r.stderr
+
+
+def test_version():
+    r = subprocess.run([sys.executable, "-m", "app", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.startswith("HeatSearch ")
