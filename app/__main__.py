@@ -4,11 +4,12 @@ from __future__ import annotations
 import sys
 
 CLI_COMMANDS = {"eval", "index", "search", "status", "rebuild", "forget"}
+GUI_FLAGS = {"--screenshot", "--query", "--box"}
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in CLI_COMMANDS for a in argv) or "--help" in argv or "-h" in argv or "--version" in argv:
+    if argv and argv[0] in CLI_COMMANDS or ("--version" in argv) or (("--help" in argv or "-h" in argv) and not GUI_FLAGS & set(argv)):
         from .cli import main as cli_main
 
         return cli_main(argv)

@@ -1,0 +1,42 @@
+"""Heat-weight overlay pixels (ALGORITHM.md section 5): normalise per image, upsample, colour-map.
+
+Warm (yellow/red) = distinctive features with high HeW weight; cool (blue) = repeated texture.
+"""
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+# A perceptual blue -> cyan -> yellow -> red ramp (control points, linearly interpolated).
+_STOPS = np.array([
+    [0.00, 20, 30, 140],
+    [0.25, 30, 120, 220],
+    [0.50, 60, 200, 200],
+    [0.75, 250, 210, 40],
+    [1.00, 230, 30, 20],
+])
+LUT = np.stack([np.interp(np.linspace(0, 1, 256), _STOPS[:, 0], _STOPS[:, c]) for c in (1, 2, 3)], 1).astype(np.uint8)
+
+
+def normalise(weights: np.ndarray) -> np.ndarray:
+    """(H, W) weights -> [0, 1] float32 by the image's own min and max (flat maps become 0.5)."""
+    w = np.asarray(weights, dtype=np.float32)
+    lo, hi = float(w.min()), float(w.max())
+    return np.full_like(w, 0.5) if hi - lo < 1e-12 else (w - lo) / (hi - lo)
+
+
+def overlay_rgba(weights: np.ndarray, size: tuple[int, int], alpha: int = 140) -> np.ndarray:
+    """(h, w, 4) uint8 RGBA picture of `weights` stretched to `size` = (w, h), bilinear, constant alpha."""
+    w, h = max(1, int(size[0])), max(1, int(size[1]))
+    n = (normalise(weights) * 255).astype(np.uint8)
+    up = np.asarray(Image.fromarray(n, "L").resize((w, h), Image.BILINEAR))
+    rgba = np.empty((h, w, 4), np.uint8)
+    rgba[..., :3] = LUT[up]
+    rgba[..., 3] = alpha
+    return rgba
+
+
+def legend_rgb(width: int = 256, height: int = 12) -> np.ndarray:
+    """(height, width, 3) uint8 colour bar from cool (left) to warm (right)."""
+    idx = np.linspace(0, 255, width).astype(np.uint8)
+    return np.repeat(LUT[idx][None], height, axis=0)
