@@ -200,6 +200,7 @@ class MainWindow(QMainWindow):
         self.results_view.setDragEnabled(True)
         self.results_view.setModel(self.results_model)
         self.delegate = ThumbnailDelegate(self.thumbs, self.searcher.heat_grid, self.results_view)
+        self.delegate.show_heat = self.overlay_check.isChecked()
         self.results_view.setItemDelegate(self.delegate)
         self.thumbs.loaded.connect(lambda _p: self.results_view.viewport().update())
         self.results_view.doubleClicked.connect(self.open_in_viewer)
