@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image as PILImage
-from PySide6.QtCore import QElapsedTimer, QSettings, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QElapsedTimer, QEvent, QSettings, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QImage, QImageReader, QKeySequence, QPainter, QPixmap
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDialog, QDialogButtonBox, QDockWidget, QFileDialog,
                                QFormLayout, QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem, QMainWindow,
@@ -264,10 +264,7 @@ class MainWindow(QMainWindow):
         clear.setShortcut(Qt.Key_Escape)
         clear.triggered.connect(self.query_view.clear_box)
         self.addAction(clear)
-        protect = QAction(self)
-        protect.setShortcut(QKeySequence.Delete)
-        protect.triggered.connect(lambda: self.status_label.setText("HeatSearch never deletes photos; use Library → Remove to forget a folder."))
-        self.addAction(protect)
+        self.results_view.installEventFilter(self)
         hm = self.menuBar().addMenu("&Help")
         about = QAction("About HeatSearch", self)
         about.triggered.connect(self.show_about)
@@ -537,6 +534,12 @@ class MainWindow(QMainWindow):
         m.addAction("Reveal in file manager", lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(hit.path).parent))))
         m.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(hit.path))
         m.exec(self.results_view.viewport().mapToGlobal(pos))
+
+    def eventFilter(self, obj, e):
+        if obj is self.results_view and e.type() == QEvent.KeyPress and e.key() in (Qt.Key_Delete, Qt.Key_Backspace):
+            self.status_label.setText("HeatSearch never deletes photos; use Library → Remove to forget a folder.")
+            return True
+        return super().eventFilter(obj, e)
 
     # ---- window-level drops, settings, about, close ----------------------------------------------------
     def dragEnterEvent(self, e):
