@@ -21,7 +21,9 @@ def _add_eval(sub):
     p.add_argument("--size", type=int, default=1024, help="longer image side fed to the CNN (px)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dim", type=int, default=512, help="whitened dimension D")
-    p.add_argument("--shrinkage", type=float, default=0.1)
+    p.add_argument("--shrinkage", type=float, default=1.0, help="whitening eigenvalue shrinkage")
+    p.add_argument("--whiten", choices=["auto", "on", "off"], default="auto",
+                   help="auto: like the app, only with >= 4 x D images; on: learn it on the evaluated set")
     p.add_argument("--qe-n", type=int, default=10)
     p.add_argument("--qe-alpha", type=float, default=0.0, help="0 = average QE; >0 = alpha-QE (sim**alpha)")
     p.add_argument("--her-k", type=int, default=800)
@@ -56,7 +58,7 @@ def cmd_eval(a) -> int:
         need("images", "gt")
         pkl = Path(a.gt) / f"gnd_{a.dataset}.pkl" if Path(a.gt).is_dir() else Path(a.gt)
         benches = [ds.revisited(a.images, pkl, a.dataset)]
-    cfg = EvalConfig(a.backbone, a.weights, a.size, a.device, a.dim, a.shrinkage, a.qe_n, a.qe_alpha, a.her_k,
+    cfg = EvalConfig(a.backbone, a.weights, a.size, a.device, a.dim, a.shrinkage, a.whiten, a.qe_n, a.qe_alpha, a.her_k,
                      Path(a.cache) if a.cache else None)
     log = (lambda m: print(m, file=sys.stderr)) if a.json else print
     report = evaluate(benches, cfg, log=log)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import delete, func, select
 
-from .aggregate.descriptor import MIN_TRAIN, Whitening, learn_whitening
+from .aggregate.descriptor import Whitening, learn_whitening, should_whiten
 from .aggregate.hew import THRESHOLD, Z_RATIO
 from .catalog.models import Descriptor, Folder, Image, Space
 from .catalog.store import open_catalog
@@ -225,12 +225,13 @@ class Library:
         return np.stack([f32(rows[i]) for i in ids]) if ids else np.zeros((0, self.space().channels), np.float32)
 
     def maybe_refit_whitening(self, force: bool = False) -> bool:
-        """Fit the whitening once MIN_TRAIN images are indexed and refit when the library has doubled
-        since the last fit; re-projects stored descriptors and rebuilds the index (no CNN)."""
+        """Fit the whitening once the library is large enough (`should_whiten`: 4 * D images) and
+        refit when it has doubled since the last fit; re-projects stored descriptors and rebuilds
+        the index (no CNN). Until then vectors are the L2 descriptors (identity whitening)."""
         sp = self.space()
         ids = sorted(self.indexed_ids())
         n = len(ids)
-        due = n >= MIN_TRAIN and (sp.white_n == 0 or n >= 2 * sp.white_n or (force and n != sp.white_n))
+        due = should_whiten(n, self.settings.dim) and (sp.white_n == 0 or n >= 2 * sp.white_n or (force and n != sp.white_n))
         if not due:
             return False
         rng = np.random.default_rng(0)

@@ -219,10 +219,14 @@ def test_whitening_is_refit_without_cnn(tmp_path):
     d = tmp_path / "many"
     for i in range(40):
         write_photo(d / f"p{i}.png", i, size=(90, 70))
-    lib = Library(tmp_path / "h", tiny_settings(dim=16))
+    lib = Library(tmp_path / "h", tiny_settings(dim=8))
     run(index_paths(lib, [d]))
     sp = lib.space()
-    assert sp.white_n == 40 and lib.whitening().dim == 16 and lib.ann().dim == 16
+    assert sp.white_n == 40 and lib.whitening().dim == 8 and lib.ann().dim == 8
+    small = Library(tmp_path / "h2", tiny_settings(dim=16))  # 40 < 4 * 16: stays unwhitened
+    run(index_paths(small, [d]))
+    assert small.space().white_n == 0 and small.whitening().is_identity and small.ann().dim == 32
+    small.close()
     lib.close()
 
 

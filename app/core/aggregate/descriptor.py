@@ -55,14 +55,26 @@ class Whitening:
 # Below this many training descriptors whitening is not learned: PCA on a handful of images
 # only memorises them.
 MIN_TRAIN = 32
+# The app learns whitening only from at least 4 * D of the user's own descriptors. Measured on the
+# shared Paris subset (250 photos, Lite0): whitening learned on the set itself cut full-image mAP
+# from 78.2 (no whitening) to 51.3 (D = 237, shrinkage 1), because with few images the directions
+# it suppresses are the very ones that tell the landmarks apart. On UKBench (600) it gained 0.4.
+WHITEN_MIN_PER_DIM = 4
+SHRINKAGE = 1.0
 
 
-def learn_whitening(train: np.ndarray, dim: int = 512, shrinkage: float = 0.1) -> Whitening:
+def should_whiten(n: int, dim: int) -> bool:
+    """The app's policy: whiten once the library holds at least WHITEN_MIN_PER_DIM * dim images."""
+    return n >= max(MIN_TRAIN, WHITEN_MIN_PER_DIM * dim)
+
+
+def learn_whitening(train: np.ndarray, dim: int = 512, shrinkage: float = SHRINKAGE) -> Whitening:
     """Learn PCA-whitening from (n, C) power-normalised descriptors, keeping D = min(dim, C, n-1).
 
     Eigenvalue shrinkage: lambda' = lambda + shrinkage * mean(lambda_kept), which bounds how much
     the weakest kept directions (noisy when n is close to D) are amplified. shrinkage=0 is the
-    paper's plain whitening. With n < MIN_TRAIN, returns the identity.
+    paper's plain whitening. Measured on UKBench (n = 600, D = 512): shrinkage 0.1 gave 96.4 mAP,
+    1.0 gave 99.4, so 1.0 is the default. With n < MIN_TRAIN, returns the identity.
     """
     x = np.asarray(train, dtype=np.float64)
     n, c = x.shape

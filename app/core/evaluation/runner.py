@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..aggregate.descriptor import learn_whitening
+from ..aggregate.descriptor import SHRINKAGE, Whitening, learn_whitening, should_whiten
 from ..describe import describe_map, mean_local_feature
 from ..features.extractor import Extractor, FeatureMap
 from ..features.registry import load_backbone
@@ -33,7 +33,8 @@ class EvalConfig:
     max_side: int = 1024
     device: str = "auto"
     dim: int = 512
-    shrinkage: float = 0.1
+    shrinkage: float = SHRINKAGE
+    whiten: str = "auto"  # auto: the app's policy (>= 4 * D images); on; off
     qe_n: int = 10
     qe_alpha: float = 0.0
     her_k: int = 800
@@ -119,11 +120,18 @@ def evaluate(benches: list[Benchmark], cfg: EvalConfig, region_seed: int = 0, lo
         t1 = time.time()
         db_hew = np.stack([describe_map(m, mu).raw for m in db_maps])
         hew_s = (time.time() - t1) / len(db_maps)
-        w_suma = learn_whitening(db_suma, cfg.dim, cfg.shrinkage)
-        w_hew = learn_whitening(db_hew, cfg.dim, cfg.shrinkage)
+        whiten = cfg.whiten == "on" or (cfg.whiten == "auto" and should_whiten(len(bench.images), cfg.dim))
+        if whiten:
+            w_suma = learn_whitening(db_suma, cfg.dim, cfg.shrinkage)
+            w_hew = learn_whitening(db_hew, cfg.dim, cfg.shrinkage)
+            wdesc = f"learned on the evaluated set ({len(bench.images)} images, D = {w_hew.dim}, shrinkage {cfg.shrinkage})"
+        else:
+            w_suma = w_hew = Whitening.identity(db_hew.shape[1])
+            wdesc = (f"none ({len(bench.images)} images < 4 x D = {4 * cfg.dim}: the app's policy; --whiten on forces it)"
+                     if cfg.whiten == "auto" else "none (--whiten off)")
         dbw_suma, dbw_hew = w_suma.apply(db_suma), w_hew.apply(db_hew)
         entry = {"name": bench.name, "images": len(bench.images), "queries": len(bench.queries),
-                 "whitening": f"learned on the evaluated set ({len(bench.images)} images, D = {w_hew.dim}, shrinkage {cfg.shrinkage})",
+                 "whitening": wdesc,
                  "hew_ms_per_image": hew_s * 1000, "modes": {}}
         index = {p: i for i, p in enumerate(bench.images)}
         has_boxes = any(q.box is not None for q in bench.queries)
