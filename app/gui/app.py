@@ -18,6 +18,12 @@ def parse(argv):
     return p.parse_args(argv)
 
 
+def resource_path(name: str) -> Path:
+    """A file of resources/: next to the package in a checkout, under _MEIPASS in a bundle."""
+    base = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parents[2]))
+    return base / "resources" / name
+
+
 def main(argv=None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
     if a.screenshot and not os.environ.get("QT_QPA_PLATFORM"):
@@ -32,7 +38,7 @@ def main(argv=None) -> int:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("HeatSearch")
-    icon = Path(__file__).resolve().parents[2] / "resources" / "heatsearch.svg"
+    icon = resource_path("heatsearch-256.png")
     if icon.exists():
         from PySide6.QtGui import QIcon
 
