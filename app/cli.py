@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import __version__
 from .core.errors import HeatSearchError
+from .core.features.registry import DEFAULT_BACKBONE
 
 
 def _add_eval(sub):
@@ -16,7 +17,7 @@ def _add_eval(sub):
     p.add_argument("--root", help="dataset folder (ukbench, paris250, holidays)")
     p.add_argument("--images", help="image folder (oxford5k, paris6k, roxford5k, rparis6k)")
     p.add_argument("--gt", help="ground-truth folder (txt files or gnd_*.pkl)")
-    p.add_argument("--backbone", default="efficientnet-lite0")
+    p.add_argument("--backbone", default=DEFAULT_BACKBONE)
     p.add_argument("--weights", help="weights file for the backbone")
     p.add_argument("--size", type=int, default=1024, help="longer image side fed to the CNN (px)")
     p.add_argument("--device", default="auto")

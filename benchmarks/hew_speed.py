@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from app.core.aggregate.hew import hew_weights, hew_weights_literal, hew_weights_torch
-from app.core.features.registry import load_backbone
+from app.core.features.registry import DEFAULT_BACKBONE, load_backbone
 
 
 def best_of(fn, repeat=5):
@@ -39,7 +39,7 @@ def main():
         print(f"N = {n:5d}, C = {c:4d}: HeW (app path: float32 Gram, float64 Cholesky) {1000 * ours:7.1f} ms "
               f"(median {1000 * ours_med:.1f}); all-float64 {1000 * ref64:7.1f} ms; literal inverse {1000 * lit:8.1f} ms "
               f"-> {lit / ours:.1f}x faster")
-    bb = load_backbone("efficientnet-lite0")
+    bb = load_backbone(DEFAULT_BACKBONE)
     img = torch.randn(1, 3, 768, 1024)
     with torch.inference_mode():
         fwd, fwd_med = best_of(lambda: bb.module(img), repeat=5)
@@ -47,7 +47,7 @@ def main():
     x = fmap[0].flatten(1).T.double()[None]
     mu = x[0].mean(0)
     hew, hew_med = best_of(lambda: hew_weights_torch(x, mu, gram_dtype=torch.float32), repeat=10)
-    print(f"default settings (EfficientNet-Lite0, 1024x768 input -> {fmap.shape[2]}x{fmap.shape[3]} = {x.shape[1]} features "
+    print(f"default settings ({DEFAULT_BACKBONE}, 1024x768 input -> {fmap.shape[2]}x{fmap.shape[3]} = {x.shape[1]} features "
           f"of {x.shape[2]} channels): forward {1000 * fwd:.0f} ms (median {1000 * fwd_med:.0f}), HeW {1000 * hew:.1f} ms "
           f"(median {1000 * hew_med:.1f}) -> HeW is {100 * hew / fwd:.1f}% of the forward time (median-based "
           f"{100 * hew_med / fwd_med:.1f}%)")

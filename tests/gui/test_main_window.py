@@ -173,3 +173,28 @@ def test_delete_key_never_deletes_photos(qtbot, window, photo_dir):
     qtbot.keyClick(window.results_view, Qt.Key_Delete)
     assert sorted(p for p in Path(photo_dir).rglob("*.jpg")) == files
     assert "never deletes" in window.status_label.text()
+
+
+def test_settings_change_asks_then_reindexes_and_missing_weights_are_refused(qtbot, window, photo_dir, monkeypatch):
+    from dataclasses import replace
+
+    from PySide6.QtWidgets import QMessageBox
+
+    index_folder(qtbot, window, photo_dir)
+    asked, warned = [], []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.No))
+    monkeypatch.setattr(QMessageBox, "warning", staticmethod(lambda *a, **k: warned.append(a[2])))
+    old_space = window.lib.space().id
+    # declined: nothing changes
+    assert not window.apply_settings(replace(window.lib.settings, max_side=96))
+    assert asked and "indexed again" in asked[0] and window.lib.space().id == old_space
+    # a model without its weights file: refused with the file named, library untouched
+    assert not window.apply_settings(replace(window.lib.settings, backbone="vgg16"))
+    assert warned and "vgg16-397923af.pth" in warned[0] and window.lib.settings.backbone == "tiny-random"
+    # accepted: new descriptor space, re-indexed in the background
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        assert window.apply_settings(replace(window.lib.settings, max_side=96))
+    qtbot.waitUntil(lambda: window.index_job is None)
+    assert window.lib.space().id != old_space and window.lib.status()["indexed"] == 12
+    assert (window.lib.home / "settings.json").read_text().count('"max_side": 96') == 1

@@ -17,7 +17,7 @@ import numpy as np
 from ..aggregate.descriptor import SHRINKAGE, Whitening, learn_whitening, should_whiten
 from ..describe import describe_map, mean_local_feature
 from ..features.extractor import Extractor, FeatureMap
-from ..features.registry import load_backbone
+from ..features.registry import DEFAULT_BACKBONE, load_backbone
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
 from .datasets import Benchmark, random_boxes
@@ -28,7 +28,7 @@ METHODS = ["SumA", "HeW", "HeW+QE", "HeW+HeR", "HeW+QE+HeR"]
 
 @dataclass
 class EvalConfig:
-    backbone: str = "efficientnet-lite0"
+    backbone: str = DEFAULT_BACKBONE
     weights: str | None = None
     max_side: int = 1024
     device: str = "auto"

@@ -203,6 +203,11 @@ def _run(lib: Library, control: JobControl, batch_size: int, decode_workers: int
             pending_other.extend(d for d in items if d.prepared is None)
             if len(pending) < CALIBRATION_IMAGES and not exhausted:
                 return
+            if not pending:  # nothing decodable yet: record the failures, calibrate later
+                write_batch(pending_other, {})
+                prog.done += len(pending_other)
+                pending_other.clear()
+                return
             mu = mean_local_feature([m.permute(1, 2, 0).numpy() for _, m in pending])
             lib.set_mu(mu)
             items = [d for d, _ in pending] + pending_other
