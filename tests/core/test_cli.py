@@ -27,7 +27,7 @@ def test_index_status_search_json(home, photo_dir, capsys):
     st = json.loads(capsys.readouterr().out)
     assert (st["images"], st["indexed"], st["failed"]) == (12, 12, 0)
     q = photo_dir / "scene2" / "img0.jpg"
-    assert main(["search", str(q), "--top", "4", "--json", "--no-her", "--home", str(home)]) == 0
+    assert main(["search", str(q), "--top", "4", "--json", "--no-her", "--no-qe", "--home", str(home)]) == 0
     res = json.loads(capsys.readouterr().out)
     assert [r["rank"] for r in res["results"]] == [1, 2, 3, 4]
     assert res["results"][0]["path"] == str(q.resolve())
@@ -42,7 +42,7 @@ def test_batch_queries_in_order(home, photo_dir, capsys, tmp_path):
     qs = [photo_dir / "scene0" / "img1.jpg", photo_dir / "scene3" / "img2.jpg", photo_dir / "scene1" / "img0.jpg"]
     f = tmp_path / "q.jsonl"
     f.write_text("\n".join(json.dumps({"path": str(p), "box": [5, 5, 60, 50] if i == 1 else None}) for i, p in enumerate(qs)))
-    assert main(["search", "--queries", str(f), "--json", "--top", "3", "--no-her", "--home", str(home)]) == 0
+    assert main(["search", "--queries", str(f), "--json", "--top", "3", "--no-her", "--no-qe", "--home", str(home)]) == 0
     out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [o["query"] for o in out] == [str(p.resolve()) for p in qs]
     assert out[1]["box"] == [5, 5, 60, 50]

@@ -119,6 +119,7 @@ class Extractor:
         self.device = select_device(device)
         self.max_side = int(max_side)
         self.half = (self.device.type == "cuda") if half is None else half
+        self.max_batch = 16  # accelerators: one batch per same-shape group, at most this many
         self.module = backbone.module.to(self.device).eval()
         # HeW in float64 on the CPU (exact); float32 + Cholesky on accelerators (MPS has no float64).
         self.hew_dtype = torch.float64 if self.device.type == "cpu" else torch.float32
@@ -142,13 +143,18 @@ class Extractor:
         groups: dict[tuple, list[int]] = {}
         for i, t in enumerate(tensors):
             groups.setdefault(tuple(t.shape), []).append(i)
-        for idx in groups.values():
-            x = torch.stack([tensors[i] for i in idx]).to(self.device, non_blocking=True)
-            with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.half):
-                y = self.module(x)
-            y = y.float().clamp_min_(0)  # fp16 can leave -0.0 and tiny negatives
-            for j, i in enumerate(idx):
-                out[i] = y[j]
+        # On the CPU one photo per call: measured with Lite2 at 1024x768 on 2 cores, a batch of 8
+        # costs 1.6x the time per photo of single calls (cache-bound convolutions).
+        step = 1 if self.device.type == "cpu" else self.max_batch
+        for group in groups.values():
+            for s in range(0, len(group), step):
+                idx = group[s: s + step]
+                x = torch.stack([tensors[i] for i in idx]).to(self.device, non_blocking=True)
+                with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.half):
+                    y = self.module(x)
+                y = y.float().clamp_min_(0)  # fp16 can leave -0.0 and tiny negatives
+                for j, i in enumerate(idx):
+                    out[i] = y[j]
         return out  # type: ignore[return-value]
 
     def feature_maps(self, prepared: list[Prepared]) -> list[FeatureMap]:

@@ -172,8 +172,8 @@ class Searcher:
             order = np.arange(len(ids))
             if req.qe:
                 source = expand_query(q, vecs, order, req.qe_n, req.qe_alpha)
-                qe_ids, _ = ann.search(source, k)
-                final = qe_ids
+                if not req.her:  # with HeR the QE vector only serves as the heat source
+                    final, _ = ann.search(source, k)
             if req.her:
                 # QE+HeR: heat from the QE vector over the original query's shortlist
                 final = ids[her_rerank(source, vecs, order, req.her_k)]
