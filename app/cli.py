@@ -132,7 +132,7 @@ def _parse_box(text):
 
 
 def cmd_search(a) -> int:
-    from .core.pipeline.search import SearchRequest, Searcher
+    from .core.pipeline.search import Searcher, request_from_settings
 
     lib = _library(a)
     st = lib.settings
@@ -152,11 +152,9 @@ def cmd_search(a) -> int:
     for n, path, box in reqs:
         if not Path(path).is_file():
             raise HeatSearchError(f"no such image: {path}")
-        req = SearchRequest(id=n, path=str(Path(path).resolve()), box=box, top=a.top, qe=st.qe and not a.no_qe,
-                            qe_n=st.qe_n, qe_alpha=st.qe_alpha, her=st.her and not a.no_her, her_k=st.her_k,
-                            mode=a.mode or st.region_mode)
-        if a.qe:
-            req = SearchRequest(**{**req.__dict__, "qe": True})
+        req = request_from_settings(st, id=n, path=str(Path(path).resolve()), box=box, top=a.top,
+                                    qe=(st.qe or a.qe) and not a.no_qe, her=st.her and not a.no_her,
+                                    mode=a.mode or st.region_mode)
         res = searcher.search(req)
         if a.json:
             print(json.dumps({"query": req.path, "box": list(box) if box else None, "request_id": res.request_id,

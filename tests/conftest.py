@@ -1,7 +1,6 @@
 """Shared fixtures: every test gets its own HeatSearch home and torch cache (never the user's)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np

@@ -9,7 +9,7 @@ from PIL import Image as PILImage
 from PySide6.QtCore import QElapsedTimer, QEvent, QSettings, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QImage, QImageReader, QKeySequence, QPainter, QPixmap
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDialog, QDialogButtonBox, QDockWidget, QFileDialog,
-                               QFormLayout, QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem, QMainWindow,
+                               QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem, QMainWindow,
                                QMenu, QMessageBox, QProgressBar, QPushButton, QSlider, QSpinBox, QSplitter,
                                QStackedWidget, QVBoxLayout, QWidget)
 
@@ -19,7 +19,7 @@ from ..core.errors import HeatSearchError
 from ..core.heatmap import legend_rgb, overlay_rgba
 from ..core.imageio import EXTENSIONS
 from ..core.library import Library
-from ..core.pipeline.search import SearchRequest, SearchResult, Searcher
+from ..core.pipeline.search import SearchRequest, SearchResult, Searcher, request_from_settings
 from .query_view import QueryView, rgba_qimage
 from .results import CELL, HitRole, ResultsModel, ThumbnailDelegate
 from .settings_dialog import SettingsDialog
@@ -447,11 +447,10 @@ class MainWindow(QMainWindow):
             self.status_label.setText("The clipboard holds no photo")
 
     def current_request(self) -> SearchRequest:
-        s = self.lib.settings
         self._req_id += 1
-        return SearchRequest(id=self._req_id, path=self.query_path, image=self.query_pixels, box=self.query_view.box,
-                             top=self.count_spin.value(), qe=self.qe_check.isChecked(), qe_n=s.qe_n, qe_alpha=s.qe_alpha,
-                             her=self.her_check.isChecked(), her_k=s.her_k, mode=s.region_mode)
+        return request_from_settings(self.lib.settings, id=self._req_id, path=self.query_path, image=self.query_pixels,
+                                     box=self.query_view.box, top=self.count_spin.value(), qe=self.qe_check.isChecked(),
+                                     her=self.her_check.isChecked())
 
     def run_search(self):
         if self.query_path is None and self.query_pixels is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 from torch import nn
 from torch.nn import functional as F
 

@@ -17,7 +17,7 @@ from typing import Iterator
 import numpy as np
 from sqlalchemy import select
 
-from ..catalog.models import Descriptor, Folder, Image
+from ..catalog.models import Descriptor, Image
 from ..describe import describe_tensors, mean_local_feature
 from ..errors import HeatSearchError, ImageError
 from ..features.extractor import prepare
@@ -284,4 +284,4 @@ def index_paths(lib: Library, paths, control: JobControl | None = None) -> Itera
     yield from index_library(lib, control)
 
 
-__all__ = ["Progress", "JobControl", "index_library", "index_paths", "Folder"]
+__all__ = ["Progress", "JobControl", "index_library", "index_paths"]

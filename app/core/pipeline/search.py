@@ -44,6 +44,13 @@ class SearchRequest:
     min_score: float = -1.0
 
 
+def request_from_settings(settings, **fields) -> SearchRequest:
+    """A SearchRequest with the user's QE/HeR/box-mode settings; `fields` override (id, path, box, ...)."""
+    base = dict(top=settings.top, qe=settings.qe, qe_n=settings.qe_n, qe_alpha=settings.qe_alpha, her=settings.her,
+                her_k=settings.her_k, mode=settings.region_mode)
+    return SearchRequest(**{**base, **fields})
+
+
 @dataclass
 class Hit:
     image_id: int
