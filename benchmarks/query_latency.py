@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--d", type=int, default=512)
     ap.add_argument("--k", type=int, default=800)
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--ef", type=int, default=0, help="hnswlib ef at search (default: the app's, max(256, k))")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     for n in a.n:
@@ -57,6 +58,8 @@ def main():
         for s in range(0, n, 50_000):
             idx.add(np.arange(s, min(n, s + 50_000)), data[s: s + 50_000])
         build = time.time() - t
+        if a.ef:
+            idx._index.set_ef(a.ef)
         mem = (rss_mb() - base) * 2**20 / n
         qids = rng.choice(n, a.queries, replace=False)
         queries = l2n(data[qids] + (0.3 / np.sqrt(a.d)) * rng.normal(size=(a.queries, a.d)).astype(np.float32)).astype(np.float32)
@@ -81,7 +84,7 @@ def main():
             top100 = np.argpartition(-sims, 100)[:100]
             recalls100.append(len(set(ids[:100].tolist()) & set(top100.tolist())) / 100)
         lat, lat_ann = np.array(lat) * 1000, np.array(lat_ann) * 1000
-        print(f"n = {n:,} D = {a.d}: index build {build:.0f} s; ANN top-{a.k}: p50 {np.percentile(lat_ann, 50):.1f} ms; "
+        print(f"n = {n:,} D = {a.d} ef = {idx._index.ef}: index build {build:.0f} s; ANN top-{a.k}: p50 {np.percentile(lat_ann, 50):.1f} ms; "
               f"ANN + alpha-QE + HeR k={a.k}: p50 {np.percentile(lat, 50):.1f} ms, p95 {np.percentile(lat, 95):.1f} ms; "
               f"recall@{a.k} vs exact {np.mean(recalls):.3f}, recall@100 {np.mean(recalls100):.3f}; index memory {mem:.0f} bytes/image (hnsw graph + vectors + QE/HeR copy)",
               flush=True)
