@@ -202,12 +202,10 @@ def _cirtorch_build(path: Path) -> nn.Module:
         raise WeightsLoadError(f"{path}: unsupported architecture '{arch}' (vgg*/resnet* are supported)")
     features = nn.Sequential(*children)
     state = {k[len("features."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("features.")}
-    return _load_exact(features, state, path)
-
-
-def cirtorch_meta(path: Path) -> dict:
-    meta = load_state_dict(path).get("meta", {})
-    return {"mean": tuple(meta.get("mean", IMAGENET_MEAN)), "std": tuple(meta.get("std", IMAGENET_STD))}
+    module = _load_exact(features, state, path)
+    # the checkpoint's own normalisation, read here so the (large) file is loaded once
+    module.normalisation = (tuple(ckpt["meta"].get("mean", IMAGENET_MEAN)), tuple(ckpt["meta"].get("std", IMAGENET_STD)))
+    return module
 
 
 # ---- a tiny random network for tests ---------------------------------------------------------
@@ -260,8 +258,7 @@ def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> B
     module = spec.build(path)
     mean, std = spec.mean, spec.std
     if name == "cirtorch":  # channels, stride and normalisation come from the checkpoint itself
-        meta = cirtorch_meta(path)
-        mean, std = meta["mean"], meta["std"]
+        mean, std = module.normalisation
         with torch.inference_mode():
             probe = module(torch.zeros(1, 3, 64, 64))
         spec = BackboneSpec(spec.name, int(probe.shape[1]), 64 // int(probe.shape[-1]), spec.description,

@@ -98,11 +98,7 @@ class Searcher:
 
     def feature_map(self, req: SearchRequest) -> FeatureMap:
         """The full-image feature map of the query, cached (LRU) by path + mtime (or pixels id)."""
-        if req.path:
-            st = Path(req.path).stat()
-            key = ("path", str(Path(req.path).resolve()), st.st_size, st.st_mtime_ns)
-        else:
-            key = ("pixels", id(req.image), req.image.size)
+        key = self._map_key(req)
         with self._lock:
             if key in self._maps:
                 self._maps.move_to_end(key)
@@ -142,14 +138,20 @@ class Searcher:
         d = describe_map(fm, mu, mask, params)
         return d.raw, d.weights, fm.orig_size, not had
 
-    def _cached(self, req) -> bool:
-        if not req.path:
-            return False
-        try:
+    @staticmethod
+    def _map_key(req: SearchRequest) -> tuple:
+        if req.path:
             st = Path(req.path).stat()
+            return ("path", str(Path(req.path).resolve()), st.st_size, st.st_mtime_ns)
+        return ("pixels", id(req.image), req.image.size)
+
+    def _cached(self, req) -> bool:
+        try:
+            key = self._map_key(req)
         except OSError:
             return False
-        return ("path", str(Path(req.path).resolve()), st.st_size, st.st_mtime_ns) in self._maps
+        with self._lock:
+            return key in self._maps
 
     # ---- search ---------------------------------------------------------------------------------
     def search(self, req: SearchRequest) -> SearchResult:
