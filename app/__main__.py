@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-CLI_COMMANDS = {"eval", "index", "search", "status", "rebuild", "forget"}
+CLI_COMMANDS = {"eval", "index", "search", "status", "rebuild", "forget", "purge", "duplicates"}
 GUI_FLAGS = {"--screenshot", "--query", "--box"}
 
 

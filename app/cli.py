@@ -1,47 +1,99 @@
-"""Command line: the same core code the GUI runs. `heatsearch --help` lists the commands."""
+"""Command line: the same core code the GUI runs. `heatsearch --help` lists the commands.
+
+Every error a user's input can cause ends as one line on stderr and a non-zero exit: typed core
+errors (HeatSearchError) print their message; anything unexpected prints one line too (set
+HEATSEARCH_DEBUG=1 for the traceback).
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+import time
+from dataclasses import asdict, replace
+from datetime import datetime
 from pathlib import Path
 
 from . import __version__
-from .core.errors import HeatSearchError
+from .core.errors import HeatSearchError, InputError, LibraryBusyError
+from .core.features.engine import ENGINES
 from .core.features.registry import DEFAULT_BACKBONE
 
 
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _date(text: str) -> float:
+    """YYYY-MM-DD (or YYYY-MM, YYYY) -> POSIX time at the start of that day, local time."""
+    for fmt in ("%Y-%m-%d", "%Y-%m", "%Y"):
+        try:
+            return datetime.strptime(text, fmt).timestamp()
+        except ValueError:
+            continue
+    raise argparse.ArgumentTypeError(f"'{text}' is not a date (YYYY-MM-DD)")
+
+
+def parse_box(text) -> tuple[float, float, float, float] | None:
+    """'x1,y1,x2,y2' -> four finite floats with x1 < x2 and y1 < y2 (the image check comes later)."""
+    if text is None or text == "":
+        return None
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        vals = tuple(float(v) for v in parts)
+    except (TypeError, ValueError):
+        vals = ()
+    if len(vals) != 4 or not all(math.isfinite(v) for v in vals):
+        raise InputError(f"--box takes four numbers x1,y1,x2,y2 in pixels, got '{text}'")
+    if vals[2] <= vals[0] or vals[3] <= vals[1]:
+        raise InputError(f"--box needs x1 < x2 and y1 < y2, got '{text}'")
+    return vals
+
+
 def _add_eval(sub):
-    p = sub.add_parser("eval", help="measure retrieval quality on a benchmark (mAP, N-S)")
+    p = sub.add_parser("eval", help="measure retrieval quality on a benchmark (mAP, N-S) with the shipped policies")
     p.add_argument("dataset", choices=["ukbench", "paris250", "oxford5k", "paris6k", "roxford5k", "rparis6k", "holidays"])
     p.add_argument("--root", help="dataset folder (ukbench, paris250, holidays)")
     p.add_argument("--images", help="image folder (oxford5k, paris6k, roxford5k, rparis6k)")
-    p.add_argument("--gt", help="ground-truth folder (txt files or gnd_*.pkl)")
+    p.add_argument("--gt", help="ground-truth folder (txt files, gnd_*.pkl or gnd_*.json)")
     p.add_argument("--backbone", default=DEFAULT_BACKBONE)
     p.add_argument("--weights", help="weights file for the backbone")
-    p.add_argument("--size", type=int, default=1024, help="longer image side fed to the CNN (px)")
+    p.add_argument("--size", type=_positive_int, help="longer image side fed to the CNN (px; default: the app's)")
     p.add_argument("--device", default="auto")
-    p.add_argument("--dim", type=int, default=512, help="whitened dimension D")
-    p.add_argument("--shrinkage", type=float, default=1.0, help="whitening eigenvalue shrinkage")
-    p.add_argument("--whiten", choices=["auto", "on", "off"], default="auto",
-                   help="auto: like the app, only with >= 4 x D images; on: learn it on the evaluated set")
-    p.add_argument("--qe-n", type=int, default=10)
-    p.add_argument("--qe-alpha", type=float, default=0.0, help="0 = average QE; >0 = alpha-QE (sim**alpha)")
-    p.add_argument("--her-k", type=int, default=800)
-    p.add_argument("--limit", type=int, help="use only the first N images (ukbench)")
+    p.add_argument("--engine", default="auto", choices=["auto", *ENGINES])
+    p.add_argument("--precision", default="exact", choices=["exact", "fastest"])
+    p.add_argument("--dim", type=int, default=0, help="whitened dimension D (0: the library-size policy)")
+    p.add_argument("--shrinkage", type=float, default=None, help="whitening eigenvalue shrinkage (default: the policy's)")
+    p.add_argument("--whiten", choices=["policy", "on", "off"], default="policy",
+                   help="policy: what the app does for a library of this size; on: always; off: never")
+    p.add_argument("--qe-n", type=_positive_int, default=2)
+    p.add_argument("--qe-alpha", type=float, default=3.0, help="0 = average QE; >0 = alpha-QE (sim**alpha)")
+    p.add_argument("--her-k", type=_positive_int, default=800)
+    p.add_argument("--mode", choices=["policy", "map", "crop", "hybrid"], default="policy", help="box queries")
+    p.add_argument("--methods", default="", help="comma-separated rows (default: SumA,HeW,HeW+QE,HeW+HeR,HeW+QE+HeR,policy)")
+    p.add_argument("--limit", type=_positive_int, help="use only the first N images (ukbench)")
     p.add_argument("--cache", help="feature cache folder")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(a) -> int:
+    from .core.config import DEFAULT_MAX_SIDE
     from .core.evaluation import datasets as ds
     from .core.evaluation.runner import EvalConfig, evaluate, format_report
 
     def need(*names):
         for n in names:
             if not getattr(a, n):
-                raise HeatSearchError(f"eval {a.dataset} needs --{n}")
+                raise InputError(f"eval {a.dataset} needs --{n}")
 
     if a.dataset == "ukbench":
         need("root")
@@ -57,28 +109,69 @@ def cmd_eval(a) -> int:
         benches = [ds.holidays(a.root)]
     else:
         need("images", "gt")
-        pkl = Path(a.gt) / f"gnd_{a.dataset}.pkl" if Path(a.gt).is_dir() else Path(a.gt)
-        benches = [ds.revisited(a.images, pkl, a.dataset)]
-    cfg = EvalConfig(a.backbone, a.weights, a.size, a.device, a.dim, a.shrinkage, a.whiten, a.qe_n, a.qe_alpha, a.her_k,
-                     Path(a.cache) if a.cache else None)
+        gt = Path(a.gt)
+        if gt.is_dir():
+            gt = next((gt / f"gnd_{a.dataset}.{ext}" for ext in ("json", "pkl") if (gt / f"gnd_{a.dataset}.{ext}").exists()),
+                      gt / f"gnd_{a.dataset}.pkl")
+        benches = [ds.revisited(a.images, gt, a.dataset)]
+    cfg = EvalConfig(a.backbone, a.weights, a.size or DEFAULT_MAX_SIDE, a.device, a.engine, a.precision, a.dim,
+                     a.shrinkage, a.whiten, a.qe_n, a.qe_alpha, a.her_k, a.mode,
+                     [m for m in a.methods.split(",") if m] or None, Path(a.cache) if a.cache else None)
     log = (lambda m: print(m, file=sys.stderr)) if a.json else print
     report = evaluate(benches, cfg, log=log)
     print(json.dumps(report, indent=1) if a.json else format_report(report))
     return 0
 
 
-def _library(a):
+def _settings(a):
     from .core.config import Settings, home_dir
-    from .core.library import Library
 
     home = home_dir(a.home)
     settings = Settings.load(home)
-    for name in ("backbone", "weights", "device"):
+    for msg in settings.problems:
+        print(f"heatsearch: {msg}", file=sys.stderr)
+    for name in ("backbone", "weights", "device", "engine", "precision"):
         if getattr(a, name, None):
             setattr(settings, name, getattr(a, name))
     if getattr(a, "size", None):
         settings.max_side = a.size
-    return Library(home, settings)
+    return home, settings
+
+
+def _open(a, write: bool):
+    """The library service. write: wait for the data folder's lock (saying who holds it);
+    otherwise take it when free or open read-only beside the process that holds it."""
+    from .core.config import check_home
+    from .core.library.service import LibraryService
+
+    home, settings = _settings(a)
+    check_home(home)
+    if getattr(a, "paths", None):
+        from .core.library.paths import is_within
+
+        for p in a.paths:
+            if is_within(home, Path(p).expanduser().resolve()):
+                raise InputError(f"the data folder {home} lies inside {p}: HeatSearch never writes into photo folders; "
+                                 "pass another --home")
+    if write:
+        svc = LibraryService(home, settings, wait=float("inf"),
+                             on_wait=lambda who: print(f"heatsearch: waiting for {who} to finish with {home} (Ctrl+C to stop)",
+                                                       file=sys.stderr, flush=True))
+    else:
+        try:
+            svc = LibraryService(home, settings)
+        except LibraryBusyError:
+            svc = LibraryService(home, settings, read_only=True)
+            print(f"heatsearch: {svc.lock.describe_holder()} is writing this library; reading it as it is",
+                  file=sys.stderr)
+    try:
+        svc.wait_ready()
+    except HeatSearchError:
+        if write and getattr(a, "command", "") == "forget":
+            return svc  # forgetting works without a usable model
+        svc.close()
+        raise
+    return svc
 
 
 def _fmt_eta(s):
@@ -89,113 +182,194 @@ def _fmt_eta(s):
 
 
 def cmd_index(a) -> int:
-    from dataclasses import asdict
+    from .core.library.paths import display
 
-    from .core.pipeline.indexer import index_paths
-
-    lib = _library(a)
+    for p in a.paths:
+        if not Path(p).expanduser().is_dir():
+            raise InputError(f"not a folder: {display(p)}")
+    svc = _open(a, write=True)
     tty = sys.stderr.isatty() and not a.json
     last = None
-    for prog in index_paths(lib, a.paths):
-        last = prog
-        if a.json:
-            print(json.dumps({k: v for k, v in asdict(prog).items() if k != "last_errors"} |
-                             {"errors": [{"path": p, "reason": r} for p, r in prog.last_errors]}), flush=True)
-        else:
-            for p, r in prog.last_errors:
-                print(f"skipped {p}: {r}", file=sys.stderr)
-            if tty:
-                width = 30
-                frac = prog.done / prog.total if prog.total else 1.0
-                bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
-                print(f"\r[{bar}] {prog.done}/{prog.total} failed {prog.failed} {prog.rate:.1f} img/s ETA {_fmt_eta(prog.eta_s)} {prog.phase:<10}",
-                      end="", file=sys.stderr, flush=True)
-    if tty:
-        print(file=sys.stderr)
-    if not a.json and last is not None:
-        st = lib.status()
-        print(f"indexed {st['indexed']} of {st['images']} images ({st['failed']} skipped, {last.reused} reused, {last.removed} removed)")
-    lib.close()
-    return 0
-
-
-def _parse_box(text):
-    if not text:
-        return None
     try:
-        vals = [float(v) for v in text.split(",")]
-    except ValueError:
-        vals = []
-    if len(vals) != 4:
-        raise HeatSearchError(f"--box takes x1,y1,x2,y2 in pixels, got '{text}'")
-    return tuple(vals)
+        cmd = svc.index(a.paths, stream=True, verify=a.verify)
+        for ev in cmd.events():
+            if ev.kind == "log":
+                print(f"heatsearch: {ev.data}", file=sys.stderr)
+            elif ev.kind == "failed":
+                raise HeatSearchError(ev.data)
+            elif ev.kind == "progress":
+                prog = last = ev.data
+                if a.json:
+                    print(json.dumps({k: v for k, v in asdict(prog).items() if k != "last_errors"} |
+                                     {"errors": [{"path": p, "reason": r} for p, r in prog.last_errors]}), flush=True)
+                    continue
+                for p, r in prog.last_errors:
+                    print(f"{'' if not tty else chr(13)}skipped {display(p)}: {r}", file=sys.stderr)
+                if tty:
+                    width = 30
+                    frac = prog.done / prog.total if prog.total else 1.0
+                    bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
+                    print(f"\r[{bar}] {prog.done}/{prog.total} failed {prog.failed} {prog.rate:.1f} img/s "
+                          f"ETA {_fmt_eta(prog.eta_s)} {prog.phase:<12}", end="", file=sys.stderr, flush=True)
+        if tty:
+            print(file=sys.stderr)
+        if not a.json and last is not None:
+            st = svc.stats()
+            extra = f", {st['missing']} missing" if st.get("missing") else ""
+            print(f"indexed {st['indexed']} of {st['images']} images ({st['failed']} skipped, {last.reused} reused, "
+                  f"{last.removed} removed{extra})")
+    finally:
+        svc.close()
+    return 0 if last is None or last.phase == "done" else 130
+
+
+def _request(a, st, n, path, box):
+    from .core.pipeline.search import Filters, request_from_settings
+
+    filters = Filters(tuple(str(Path(f).expanduser().resolve()) for f in (a.folder or [])), a.after, a.before)
+    qe = "on" if a.qe else "off" if a.no_qe else st.qe
+    her = "on" if a.her else "off" if a.no_her else st.her
+    return request_from_settings(st, id=n, path=os.path.abspath(path), box=box, top=a.top, qe=qe, her=her,
+                                 mode=a.mode or st.region_mode, filters=filters, hide_duplicates=a.hide_duplicates)
+
+
+def _read_queries(a):
+    """(line number, path, box) per good line; bad lines are reported and skipped."""
+    out, bad = [], 0
+    try:
+        fh = open(a.queries)
+    except OSError as e:
+        raise InputError(f"cannot read the queries file {a.queries}: {e.strerror or e}") from e
+    with fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                q = json.loads(line)
+                if not isinstance(q, dict) or not isinstance(q.get("path"), str):
+                    raise InputError('each line must be a JSON object {"path": ..., "box": [x1, y1, x2, y2] or null}')
+                out.append((n, q["path"], parse_box(q.get("box"))))
+            except (ValueError, InputError) as e:
+                bad += 1
+                print(f"heatsearch: {a.queries} line {n}: {str(e).splitlines()[0]}", file=sys.stderr)
+    return out, bad
 
 
 def cmd_search(a) -> int:
-    from .core.pipeline.search import Searcher, request_from_settings
+    from .core.library.paths import display
+    from .core.pipeline.search import Searcher
 
-    lib = _library(a)
-    st = lib.settings
-    searcher = Searcher(lib)
     if a.queries:
-        reqs = []
-        with open(a.queries) as fh:
-            for n, line in enumerate(fh):
-                if line.strip():
-                    q = json.loads(line)
-                    box = tuple(q["box"]) if q.get("box") else None
-                    reqs.append((n, q["path"], box))
+        reqs, bad = _read_queries(a)
     else:
         if not a.image:
-            raise HeatSearchError("search needs IMAGE or --queries FILE")
-        reqs = [(0, a.image, _parse_box(a.box))]
-    for n, path, box in reqs:
-        if not Path(path).is_file():
-            raise HeatSearchError(f"no such image: {path}")
-        req = request_from_settings(st, id=n, path=str(Path(path).resolve()), box=box, top=a.top,
-                                    qe=(st.qe or a.qe) and not a.no_qe, her=st.her and not a.no_her,
-                                    mode=a.mode or st.region_mode)
-        res = searcher.search(req)
-        if a.json:
-            print(json.dumps({"query": req.path, "box": list(box) if box else None, "request_id": res.request_id,
-                              "timings_ms": {k: round(v, 2) for k, v in res.timings.items()},
-                              "results": [{"rank": h.rank, "path": h.path, "score": round(h.score, 6)} for h in res.hits]}),
-                  flush=True)
-        else:
-            for h in res.hits:
-                print(f"{h.rank:4d}  {h.score:+.4f}  {h.path}")
-    return 0
+            raise InputError("search needs IMAGE or --queries FILE")
+        if not Path(a.image).is_file():
+            raise InputError(f"no such photo: {display(a.image)}")
+        reqs, bad = [(0, a.image, parse_box(a.box))], 0
+    svc = _open(a, write=False)
+    failures = bad
+    try:
+        searcher = Searcher(svc)
+        for n, path, box in reqs:
+            try:
+                req = _request(a, svc.settings, n, path, box)
+                res = searcher.search(req)
+            except HeatSearchError as e:
+                if not a.queries:
+                    raise
+                failures += 1
+                print(f"heatsearch: {a.queries} line {n}: {e}", file=sys.stderr)
+                if a.json:
+                    print(json.dumps({"query": path, "line": n, "error": str(e), "results": []}), flush=True)
+                continue
+            if a.json:
+                print(json.dumps({"query": req.path, "line": n if a.queries else None, "box": list(req.box) if req.box else None,
+                                  "request_id": res.request_id,
+                                  "plan": asdict(res.plan) if res.plan else None, "backend": res.timings.get("backend"),
+                                  "timings_ms": {k: round(v, 2) for k, v in res.timings.items() if isinstance(v, float)},
+                                  "results": [{"rank": h.rank, "path": h.path, "score": round(h.score, 6),
+                                               "similarity": round(h.similarity, 6), "state": h.state,
+                                               "duplicate": h.duplicate} for h in res.hits]}),
+                      flush=True)
+            else:
+                if a.queries:
+                    print(f"# {display(path)}")
+                for h in res.hits:
+                    flag = "" if h.state == "ok" else f"  ({h.state})"
+                    print(f"{h.rank:4d}  {h.score:.4f}  {display(h.path)}{flag}")
+                if not res.hits:
+                    print("no results" + (" (the filters leave no photo)" if req.filters.active else ""), file=sys.stderr)
+    finally:
+        svc.close()
+    return 1 if failures else 0
 
 
 def cmd_status(a) -> int:
-    lib = _library(a)
-    st = lib.status()
-    if a.json:
-        st["failures"] = [{"path": p, "reason": r} for p, r in lib.failures()]
-        print(json.dumps(st))
-    else:
-        print(f"data folder: {st['home']}")
-        print(f"backbone:    {st['backbone']} (weights {st['weights_digest']}), {st['max_side']} px, D = {st['dim']}")
-        print(f"folders:     {len(st['folders'])}")
-        for f in st["folders"]:
-            print(f"  {f}")
-        print(f"images:      {st['images']} known, {st['indexed']} indexed, {st['failed']} skipped")
-        for p, r in lib.failures()[:20]:
-            print(f"  skipped {p}: {r}")
+    from .core.library.paths import display
+
+    svc = _open(a, write=False)
+    try:
+        st = svc.stats()
+        snap = svc.snapshot()
+        sp = st.get("space") or {}
+        if a.json:
+            print(json.dumps({"home": str(svc.home), "folders": [f["path"] for f in st["folders"]],
+                              "folder_states": {f["path"]: f["state"] for f in st["folders"]},
+                              "images": st["images"], "indexed": st["indexed"], "failed": st["failed"],
+                              "missing": st["missing"], "backbone": sp.get("backbone"), "max_side": sp.get("max_side"),
+                              "weights_digest": sp.get("weights_digest"), "precision": sp.get("precision"),
+                              "dim": st.get("dim"), "whitened_on": st.get("whitened_on"), "backend": snap.backend,
+                              "read_only": svc.read_only,
+                              "failures": [{"path": p, "reason": r} for p, r in svc.failures()]}))
+        else:
+            print(f"data folder: {svc.home}{' (read-only: another process is writing it)' if svc.read_only else ''}")
+            print(f"model:       {sp.get('backbone')} (weights {sp.get('weights_digest')}), {sp.get('max_side')} px, "
+                  f"{sp.get('precision')}, D = {st.get('dim')}, {snap.backend} search")
+            print(f"folders:     {len(st['folders'])}")
+            for f in st["folders"]:
+                state = "" if f["state"] == "ok" else f" ({f['state']})"
+                print(f"  {display(f['path'])}{state}: {f.get('indexed', 0)} indexed, {f.get('failed', 0)} skipped")
+            print(f"images:      {st['images']} known, {st['indexed']} indexed, {st['failed']} skipped, {st['missing']} missing")
+            for p, r in svc.failures()[:20]:
+                print(f"  skipped {display(p)}: {r}")
+            if st["missing"]:
+                print(f"  {st['missing']} photos are missing (their folder vanished); `heatsearch forget --missing PATH` forgets them")
+    finally:
+        svc.close()
     return 0
 
 
 def cmd_rebuild(a) -> int:
-    lib = _library(a)
-    n = lib.rebuild()
-    print(f"index rebuilt from the catalog: {n} vectors")
+    svc = _open(a, write=True)
+    try:
+        n = svc.run(svc.rebuild())
+        print(f"search index rebuilt from the catalog: {n} vectors")
+    finally:
+        svc.close()
     return 0
 
 
 def cmd_forget(a) -> int:
-    lib = _library(a)
-    n = lib.forget(a.path)
-    print(f"forgot {n} images under {a.path} (the photos themselves are untouched)")
+    from .core.library.paths import display
+
+    svc = _open(a, write=True)
+    try:
+        n = svc.run(svc.forget(a.path, missing_only=a.missing))
+        what = "missing photos" if a.missing else "images"
+        print(f"forgot {n} {what} under {display(a.path)} (the photos themselves are untouched)")
+    finally:
+        svc.close()
+    return 0
+
+
+def cmd_purge(a) -> int:
+    svc = _open(a, write=True)
+    try:
+        n = svc.run(svc.purge())
+        print(f"removed the descriptors of {n} unused model setting{'s' if n != 1 else ''}")
+    finally:
+        svc.close()
     return 0
 
 
@@ -205,42 +379,67 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="data folder (default: $HEATSEARCH_HOME or the platform's data folder)")
     common.add_argument("--backbone", help=argparse.SUPPRESS)
-    common.add_argument("--weights", help=argparse.SUPPRESS)
-    common.add_argument("--device", help="auto, cpu, cuda, mps")
+    common.add_argument("--weights", help="weights file for a model that needs one")
+    common.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"], help="where the CNN runs")
+    common.add_argument("--engine", choices=["auto", *ENGINES], help="inference engine (auto: the fastest exact one)")
+    common.add_argument("--precision", choices=["exact", "fastest"], help=argparse.SUPPRESS)
+    common.add_argument("--size", type=_positive_int, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command")
     _add_eval(sub)
     ix = sub.add_parser("index", parents=[common], help="add folders and index them (incremental)")
     ix.add_argument("paths", nargs="+")
     ix.add_argument("--json", action="store_true", help="progress as JSON lines")
+    ix.add_argument("--verify", action="store_true", help="re-read every photo (finds files replaced with the same size and time)")
     ix.set_defaults(func=cmd_index)
     se = sub.add_parser("search", parents=[common], help="search the library with a photo (or a box in it)")
     se.add_argument("image", nargs="?")
     se.add_argument("--box", help="x1,y1,x2,y2 in pixels of the (EXIF-oriented) image")
-    se.add_argument("--top", type=int, default=20)
-    se.add_argument("--qe", action="store_true", help="query expansion on (default from settings)")
+    se.add_argument("--top", type=_positive_int, default=20)
+    se.add_argument("--qe", action="store_true", help="query expansion on (default: the library's policy)")
     se.add_argument("--no-qe", action="store_true")
+    se.add_argument("--her", action="store_true", help="heat re-ranking on (default: the library's policy)")
     se.add_argument("--no-her", action="store_true")
-    se.add_argument("--mode", choices=["map", "crop"], help="box queries: map (no new CNN pass) or crop")
-    se.add_argument("--queries", help="JSON lines {path, box}: one result object per line, model loaded once")
+    se.add_argument("--mode", choices=["auto", "map", "crop", "hybrid"], help="box queries (default: the library's policy)")
+    se.add_argument("--folder", action="append", help="only photos under this folder (repeatable)")
+    se.add_argument("--after", type=_date, help="only photos taken on or after this date (YYYY-MM-DD)")
+    se.add_argument("--before", type=_date, help="only photos taken before this date (YYYY-MM-DD)")
+    se.add_argument("--hide-duplicates", action="store_true", help="show one of each set of byte-identical photos")
+    se.add_argument("--queries", help="JSON lines {path, box}: one result per line, the model loaded once")
     se.add_argument("--json", action="store_true")
     se.set_defaults(func=cmd_search)
     st = sub.add_parser("status", parents=[common], help="what the library holds")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_status)
-    rb = sub.add_parser("rebuild", parents=[common], help="rebuild the ANN index from the catalog (no CNN)")
+    rb = sub.add_parser("rebuild", parents=[common], help="rebuild the search index from the catalog (no CNN)")
     rb.set_defaults(func=cmd_rebuild)
     fg = sub.add_parser("forget", parents=[common], help="remove a folder or file from the library (photos untouched)")
     fg.add_argument("path")
+    fg.add_argument("--missing", action="store_true", help="only the photos marked missing under PATH")
     fg.set_defaults(func=cmd_forget)
+    pg = sub.add_parser("purge", parents=[common], help="delete descriptors of model settings no longer in use")
+    pg.set_defaults(func=cmd_purge)
+    try:
+        from .duplicates_cli import add_parser as add_duplicates
+    except ImportError:
+        pass
+    else:
+        add_duplicates(sub, common)
     return p
 
 
 def main(argv=None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # names that are not UTF-8 print as their bytes
+        try:
+            stream.reconfigure(errors="surrogateescape")
+        except (AttributeError, ValueError):
+            pass
     parser = build_parser()
     a = parser.parse_args(argv)
     if not getattr(a, "func", None):
         parser.print_help()
         return 2
+    if getattr(a, "after", None) is not None and getattr(a, "before", None) is not None and a.after >= a.before:
+        parser.error("--after must be earlier than --before")
     try:
         return a.func(a)
     except HeatSearchError as e:
@@ -249,3 +448,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("heatsearch: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug, not the user's input: one line (HEATSEARCH_DEBUG=1 for more)
+        if os.environ.get("HEATSEARCH_DEBUG"):
+            raise
+        print(f"heatsearch: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              "(set HEATSEARCH_DEBUG=1 for details)", file=sys.stderr)
+        return 3

@@ -10,13 +10,30 @@ from PIL import Image
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
+@pytest.fixture(scope="session")
+def models_cache(tmp_path_factory):
+    """Exported models shared by the whole session (an export takes seconds; tests share it)."""
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path, monkeypatch):
+def isolated_home(tmp_path, monkeypatch, models_cache):
     home = tmp_path / "heatsearch-home"
     monkeypatch.setenv("HEATSEARCH_HOME", str(home))
+    monkeypatch.setenv("HEATSEARCH_MODELS", str(models_cache))
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch-home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     return home
+
+
+def shared_photos(name: str, n: int) -> list[Path]:
+    """The first n real photos of a shared data set, or skip when the shared data is not beside
+    the checkout (a clone elsewhere)."""
+    folder = SHARED / "data" / name
+    found = sorted(folder.rglob("*.jpg"))[:n]
+    if len(found) < n:
+        pytest.skip(f"shared photos not found in {folder}")
+    return found
 
 
 def write_photo(path: Path, seed: int, size=(96, 72), exif_orientation: int | None = None) -> Path:

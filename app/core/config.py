@@ -1,21 +1,25 @@
-"""Where HeatSearch keeps its data, and the user's settings (versioned JSON)."""
+"""Where HeatSearch keeps its data, and the user's settings (versioned, validated JSON)."""
 from __future__ import annotations
 
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from .errors import InputError
 from .features.registry import DEFAULT_BACKBONE
 
-SETTINGS_VERSION = 1
+SETTINGS_VERSION = 2
+# The longer image side fed to the CNN. Chosen by `benchmarks/input_size.py` on every shared set
+# (see docs/METHOD.md, "Input size"): smaller than the paper's 1024 at a third of the CNN time.
+DEFAULT_MAX_SIDE = 640
 
 
 def home_dir(override: str | os.PathLike | None = None) -> Path:
     """The data folder: --home, else $HEATSEARCH_HOME, else the platform's convention
     (~/.local/share/heatsearch, ~/Library/Application Support/HeatSearch, %APPDATA%/HeatSearch).
-    Never inside a photo folder."""
+    Never inside a photo folder (checked when the library opens and when a folder is added)."""
     if override:
         return Path(override).expanduser().resolve()
     if os.environ.get("HEATSEARCH_HOME"):
@@ -27,48 +31,139 @@ def home_dir(override: str | os.PathLike | None = None) -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "heatsearch"
 
 
+def check_home(home: Path) -> Path:
+    """Create the data folder if needed; InputError with a hint when it cannot be used."""
+    if home.exists() and not home.is_dir():
+        raise InputError(f"the data folder {home} is a file, not a folder; pass another --home")
+    if str(home).startswith("/proc/") or str(home) in ("/proc", "/sys", "/dev") or str(home).startswith(("/sys/", "/dev/")):
+        raise InputError(f"the data folder {home} is a system folder; pass another --home")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        probe = home / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"cannot write to the data folder {home}: {e.strerror or e}; pass another --home") from e
+    return home
+
+
+def models_dir(home: Path | None = None) -> Path:
+    """Exported models and compiled-engine caches: $HEATSEARCH_MODELS, else <home>/models."""
+    if os.environ.get("HEATSEARCH_MODELS"):
+        return Path(os.environ["HEATSEARCH_MODELS"]).expanduser()
+    return (home or home_dir()) / "models"
+
+
+CHOICES = {
+    "engine": ("auto", "torch", "onnxruntime", "openvino"),
+    "precision": ("exact", "fastest"),
+    "qe": ("auto", "on", "off"),
+    "her": ("auto", "on", "off"),
+    "region_mode": ("auto", "map", "crop", "hybrid"),
+    "preset": ("balanced", "quality", "speed", "custom"),
+}
+LIMITS = {  # field -> (min, max)
+    "max_side": (128, 4096), "dim": (0, 4096), "qe_n": (1, 100), "qe_alpha": (0.0, 20.0),
+    "her_k": (2, 10000), "top": (1, 5000), "batch_size": (1, 256),
+}
+
+
 @dataclass
 class Settings:
     """Every user option in one place. Fields marked (space) define the descriptor space: changing
-    one means re-running the CNN (a new space). `dim` only refits the whitening."""
+    one means re-running the CNN (a new space). `dim` only refits the whitening; the rest act at
+    search time. "auto" means the library's policy (docs/METHOD.md, "Policies")."""
 
     backbone: str = DEFAULT_BACKBONE  # (space)
     weights: str = ""  # (space) a weights file for backbones that need one
-    max_side: int = 1024  # (space) longer side fed to the CNN, px
+    max_side: int = DEFAULT_MAX_SIDE  # (space) longer side fed to the CNN, px
+    precision: str = "exact"  # (space) "fastest" allows reduced precision (its own space)
+    engine: str = "auto"
     device: str = "auto"
-    dim: int = 512
-    # QE/HeR defaults from `heatsearch eval` (Lite2, see README): alpha-QE with n = 2 helps on both
-    # UKBench (3 relevant per query) and Paris; the paper's average QE with n = 10 drops UKBench
-    # from 99.3 to 84 mAP. HeR costs ~1 mAP on UKBench and gains 3-16 on Paris (box queries most).
-    qe: bool = True
+    dim: int = 0  # whitened dimension D; 0 = the size policy
+    qe: str = "auto"
     qe_n: int = 2
     qe_alpha: float = 3.0
-    her: bool = True
+    her: str = "auto"
     her_k: int = 800
-    region_mode: str = "map"  # box queries: "map" (measured better than "crop", and needs no CNN pass) or "crop"
+    region_mode: str = "auto"
     top: int = 100
     batch_size: int = 8
+    preset: str = "balanced"
     version: int = SETTINGS_VERSION
+    problems: list[str] = field(default_factory=list, compare=False, repr=False)  # what load() had to fix
 
-    SPACE_FIELDS = ("backbone", "weights", "max_side")
+    SPACE_FIELDS = ("backbone", "weights", "max_side", "precision")
 
     @classmethod
     def load(cls, home: Path) -> "Settings":
+        """The saved settings; a missing file gives the defaults. A value of the wrong type or out
+        of range is replaced by its default and named in `problems` (never an exception)."""
         f = home / "settings.json"
         if not f.exists():
             return cls()
         try:
             data = json.loads(f.read_text())
-        except (OSError, ValueError):
-            return cls()
-        known = {fl.name for fl in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known and k != "version"})
+        except (OSError, ValueError) as e:
+            s = cls()
+            s.problems.append(f"{f} is unreadable ({e}); using the defaults")
+            return s
+        if not isinstance(data, dict):
+            s = cls()
+            s.problems.append(f"{f} does not hold settings; using the defaults")
+            return s
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Settings":
+        s = cls()
+        if int(data.get("version", 1) if isinstance(data.get("version", 1), int) else 1) < 2:
+            # Version 1 stored qe/her as booleans and the box mode as map|crop, chosen before the
+            # library policies existed: those become "auto" (the measured policies).
+            data = {k: v for k, v in data.items() if k not in ("qe", "her", "region_mode", "max_side", "dim")}
+        for fl in fields(cls):
+            if fl.name in ("version", "problems") or fl.name not in data:
+                continue
+            value = data[fl.name]
+            try:
+                setattr(s, fl.name, validate(fl.name, value))
+            except InputError as e:
+                s.problems.append(f"settings: {e}; using {getattr(cls(), fl.name)!r}")
+        return s
 
     def save(self, home: Path) -> None:
         home.mkdir(parents=True, exist_ok=True)
-        tmp = home / "settings.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp = home / f"settings.json.{os.getpid()}.tmp"
+        data = {k: v for k, v in asdict(self).items() if k != "problems"}
+        tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, home / "settings.json")
 
     def needs_new_space(self, other: "Settings") -> bool:
         return any(getattr(self, f) != getattr(other, f) for f in self.SPACE_FIELDS)
+
+
+def validate(name: str, value):
+    """A setting's value checked and converted, or InputError naming the field."""
+    default = getattr(Settings(), name)
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise InputError(f"'{name}' must be true or false, not {value!r}")
+        return value
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN
+            raise InputError(f"'{name}' must be a number, not {value!r}")
+        if isinstance(default, int):
+            if int(value) != value:
+                raise InputError(f"'{name}' must be a whole number, not {value!r}")
+            value = int(value)
+        lo, hi = LIMITS.get(name, (float("-inf"), float("inf")))
+        if not lo <= value <= hi:
+            raise InputError(f"'{name}' must be between {lo} and {hi}, not {value!r}")
+        return type(default)(value)
+    if not isinstance(value, str):
+        raise InputError(f"'{name}' must be text, not {value!r}")
+    if name in CHOICES and value not in CHOICES[name]:
+        raise InputError(f"'{name}' must be one of {', '.join(CHOICES[name])}, not {value!r}")
+    if name == "device" and value not in ("auto", "cpu", "mps") and not value.startswith("cuda"):
+        raise InputError(f"'device' must be auto, cpu, cuda or mps, not {value!r}")
+    return value

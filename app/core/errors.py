@@ -1,4 +1,5 @@
-"""Typed errors of the core. One root, so the CLI and the GUI catch and show them in one place."""
+"""Typed errors of the core. One root, so the CLI and the GUI catch and show them in one place:
+the message of every HeatSearchError is a sentence for the user, with a hint where one helps."""
 
 
 class HeatSearchError(Exception):
@@ -17,8 +18,24 @@ class WeightsLoadError(HeatSearchError):
     """A weights file exists but cannot be loaded safely (not a plain state dict, wrong keys)."""
 
 
+class EngineError(HeatSearchError):
+    """No inference engine can run the model (runtime missing, export failed, device absent)."""
+
+
 class CatalogError(HeatSearchError):
     """The catalog is unusable (newer schema, locked, corrupt)."""
+
+
+class LibraryBusyError(HeatSearchError):
+    """Another process holds the library's write lock; the message names it."""
+
+
+class ReadOnlyError(HeatSearchError):
+    """A change was asked of a library opened read-only (another process is writing it)."""
+
+
+class InputError(HeatSearchError):
+    """A flag, a box, a queries line or a setting has a value that cannot be used."""
 
 
 class Cancelled(HeatSearchError):

@@ -1,91 +1,263 @@
-"""Decoding photos safely: EXIF orientation, RGB, size caps. Read-only: never writes to a photo.
+"""Decoding photos safely: EXIF orientation, RGB, an explicit size cap, 16-bit images, HEIC/AVIF
+and camera RAW. Read-only: never writes to a photo.
 
 Coordinates: every box in HeatSearch is (x1, y1, x2, y2) in pixels of the *oriented* original image
 (after EXIF rotation), x to the right, y down, x2/y2 exclusive.
+
+Every way a file can be bad ends as an ImageError with a short reason: a decoder's own exception
+of any type is caught, so one strange file never stops an indexing run.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import time
 import warnings
-from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from PIL import Image, ImageFile, ImageOps
 
 from .errors import ImageError
 
-# Formats we index. HEIC/HEIF is added when the pillow-heif plugin is installed.
-EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif"}
-try:  # optional, well-kept plugin
+# Formats we index. JPEG, PNG, WebP, TIFF, BMP, GIF (first frame) and AVIF come with Pillow;
+# HEIC/HEIF with the pillow-heif plugin; camera RAW with rawpy (both regular dependencies).
+EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".avif"}
+HEIF_EXTENSIONS = {".heic", ".heif", ".hif"}
+RAW_EXTENSIONS = {".cr2", ".cr3", ".nef", ".arw", ".dng", ".raf", ".orf", ".rw2"}
+try:  # well-kept plugin, a regular dependency; guarded so a broken install only loses HEIC
     import pillow_heif  # type: ignore
 
     pillow_heif.register_heif_opener()
-    EXTENSIONS |= {".heic", ".heif"}
+    EXTENSIONS |= HEIF_EXTENSIONS
 except Exception:  # pragma: no cover - depends on the machine
     pass
+try:
+    import rawpy  # type: ignore  # noqa: F401
 
-# Decompression-bomb guard: 200 megapixels is far above any camera, far below what would exhaust RAM.
+    EXTENSIONS |= RAW_EXTENSIONS
+except Exception:  # pragma: no cover
+    pass
+
+# The size cap, explicit: photos up to 200 megapixels are indexed (cameras stop near 100 MP;
+# panoramas reach 200); larger files are refused before their pixels are decoded. Pillow's own
+# decompression-bomb check is set to the same limit so it never refuses a photo we accept.
 MAX_PIXELS = 200_000_000
+Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+MIN_SIDE = 16  # smaller images cannot be described (a 1x1 map has no graph): skipped with a reason
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 
 
-def is_photo_path(path: str | os.PathLike) -> bool:
-    return Path(path).suffix.lower() in EXTENSIONS
+def is_photo_path(path) -> bool:
+    return os.path.splitext(os.fspath(path))[1].lower() in EXTENSIONS
 
 
-def open_oriented(path: str | os.PathLike | io.BytesIO, max_pixels: int = MAX_PIXELS, draft_side: int | None = None
-                  ) -> tuple[Image.Image, tuple[int, int]]:
-    """Decode `path` into an RGB image with EXIF orientation applied.
+def _reason(e: Exception) -> str:
+    text = str(e).splitlines()[0][:160] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    """RGB, with 16-bit and float images scaled to 8 bits (Pillow's convert would clip them to white)."""
+    if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
+        a = np.asarray(img, dtype=np.float64)
+        top = 65535.0 if img.mode.startswith("I;16") else max(float(a.max()), 1.0)
+        if img.mode == "I" and a.max() <= 255:
+            top = 255.0
+        a = np.clip(a / top * 255.0 + 0.5, 0, 255).astype(np.uint8)
+        return Image.fromarray(a, "L").convert("RGB")
+    if img.mode == "RGBA" or img.mode == "LA" or (img.mode == "P" and "transparency" in img.info):
+        base = Image.new("RGB", img.size, (255, 255, 255))  # transparent areas as white paper
+        rgba = img.convert("RGBA")
+        base.paste(rgba, mask=rgba.getchannel("A"))
+        return base
+    return img.convert("RGB")
+
+
+def _exif_time(img: Image.Image) -> float:
+    """EXIF DateTimeOriginal (or DateTime) as a POSIX time in local time; 0 when absent or invalid."""
+    try:
+        exif = img.getexif()
+        text = exif.get_ifd(0x8769).get(0x9003) or exif.get(0x0132)
+        if not text:
+            return 0.0
+        return time.mktime(time.strptime(str(text).strip("\x00 ")[:19], "%Y:%m:%d %H:%M:%S"))
+    except Exception:  # noqa: BLE001 - a bad date is no date
+        return 0.0
+
+
+@dataclass
+class Photo:
+    """A decoded photo. image: RGB, possibly reduced (JPEG draft or RAW preview);
+    orig_size: (w, h) of the full-resolution oriented original; taken: EXIF time or 0."""
+
+    image: Image.Image
+    orig_size: tuple[int, int]
+    taken: float = 0.0
+
+
+def _open_raw(path, draft_side: int | None) -> Photo:
+    import rawpy  # type: ignore
+
+    with rawpy.imread(os.fspath(path)) as raw:
+        sizes = raw.sizes
+        full = (sizes.width, sizes.height)
+        if sizes.flip in (5, 6):  # rawpy: 5 = 90 CCW, 6 = 90 CW
+            full = (full[1], full[0])
+        try:
+            thumb = raw.extract_thumb()
+        except Exception:  # noqa: BLE001 - no usable preview: decode the raw data
+            thumb = None
+        if thumb is not None and thumb.format == rawpy.ThumbFormat.JPEG:
+            img = Image.open(io.BytesIO(thumb.data))
+            img.load()
+            taken = _exif_time(img)
+            img = ImageOps.exif_transpose(img)
+            if draft_side is None or min(img.size) >= min(draft_side, min(full)):
+                return Photo(_to_rgb(img), full if abs(full[0] / full[1] - img.size[0] / img.size[1]) < 0.05 else img.size, taken)
+        rgb = raw.postprocess(half_size=True, use_camera_wb=True, output_bps=8)
+    return Photo(Image.fromarray(rgb), full)
+
+
+def open_oriented(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) -> tuple[Image.Image, tuple[int, int]]:
+    """Decode `path` (a path or a BytesIO) into an RGB image with EXIF orientation applied.
 
     Returns (image, original_size): original_size is (w, h) of the full-resolution oriented photo.
     With `draft_side`, a JPEG may be decoded at 1/2, 1/4 or 1/8 scale as long as both sides stay
     >= draft_side (much faster for camera photos); the image is then smaller than original_size.
+    Raises ImageError with a short reason for every way a file can be bad."""
+    p = decode(path, max_pixels, draft_side)
+    return p.image, p.orig_size
 
-    Raises ImageError with a short reason for every way a file can be bad: missing, unreadable,
-    zero bytes, not an image, truncated/corrupt, or over `max_pixels` (decompression bomb).
-    """
+
+def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) -> Photo:
+    """Like open_oriented, returning a Photo (with the EXIF time). Only the header is read before
+    the size and the format are checked, so a huge or mislabelled file costs no memory."""
     if isinstance(path, io.BytesIO):
         size = path.getbuffer().nbytes
+        name = ""
     else:
-        path = Path(path)
         try:
-            size = path.stat().st_size
+            st = os.stat(path)
         except OSError as e:
             raise ImageError(f"cannot read file: {e.strerror or e}") from e
+        if not os.path.isfile(path):
+            raise ImageError("not a regular file")
+        size, name = st.st_size, os.fspath(path)
     if size == 0:
         raise ImageError("empty file (0 bytes)")
+    if os.path.splitext(name)[1].lower() in RAW_EXTENSIONS:
+        try:
+            return _open_raw(path, draft_side)
+        except ImageError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise ImageError(f"cannot decode this camera RAW file ({_reason(e)})") from e
     try:
-        with (nullcontext(path) if isinstance(path, io.BytesIO) else open(path, "rb")) as fh, warnings.catch_warnings():
+        with (open(path, "rb") if name else _nullctx(path)) as fh, warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(fh)
             w, h = img.size
             if w * h > max_pixels:
-                raise ImageError(f"image too large ({w}x{h} pixels > {max_pixels / 1e6:.0f} MP)")
+                raise ImageError(f"image too large ({w}x{h} = {w * h / 1e6:.0f} MP; the limit is {max_pixels / 1e6:.0f} MP)")
+            if min(w, h) < MIN_SIDE:
+                raise ImageError(f"image too small to describe ({w}x{h} pixels)")
             img.seek(0)  # GIF/TIFF: first frame
             orientation = img.getexif().get(0x0112, 1)
             orig = (h, w) if orientation in (5, 6, 7, 8) else (w, h)
             if draft_side and img.format == "JPEG":
                 img.draft("RGB", (draft_side, draft_side))
             img.load()
+            taken = _exif_time(img)
             img = ImageOps.exif_transpose(img)
-            return img.convert("RGB"), orig
+            return Photo(_to_rgb(img), orig, taken)
     except ImageError:
         raise
     except PermissionError as e:
-        raise ImageError(f"permission denied: {e.filename or ''}") from e
+        raise ImageError("permission denied") from e
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise ImageError(f"image too large (decompression bomb guard): {e}") from e
     except Image.UnidentifiedImageError as e:
         raise ImageError("not an image (or an unsupported format)") from e
+    except MemoryError as e:
+        raise ImageError("not enough memory to decode this image") from e
     except (OSError, SyntaxError, ValueError, EOFError) as e:
-        raise ImageError(f"corrupt or truncated image: {e}") from e
+        raise ImageError(f"corrupt or truncated image: {_reason(e)}") from e
+    except Exception as e:  # noqa: BLE001 - a decoder's own error (struct.error, a plugin's RuntimeError)
+        raise ImageError(f"cannot decode: {_reason(e)}") from e
+
+
+class _nullctx:
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __enter__(self):
+        return self.obj
+
+    def __exit__(self, *exc):
+        return False
+
+
+def file_digest(path, chunk: int = 1 << 20) -> str:
+    """sha1 of a file's bytes, streamed (never the whole file in memory). ImageError on OS errors."""
+    h = hashlib.sha1()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(chunk), b""):
+                h.update(block)
+    except PermissionError as e:
+        raise ImageError("permission denied") from e
+    except OSError as e:
+        raise ImageError(f"cannot read file: {e.strerror or e}") from e
+    return h.hexdigest()
+
+
+def check_content(img: Image.Image) -> None:
+    """ImageError for images with nothing to describe: a single colour (blank)."""
+    small = img if max(img.size) <= 64 else img.resize((64, max(1, round(64 * img.size[1] / img.size[0]))), Image.BILINEAR)
+    if float(np.asarray(small, dtype=np.float32).std()) < 1.0:
+        raise ImageError("blank image (a single colour): nothing to search for")
+
+
+def sharpness(img: Image.Image) -> float:
+    """Variance of the Laplacian of a grey version (<= 512 px): higher = sharper (duplicate ranking)."""
+    g = img.convert("L")
+    if max(g.size) > 512:
+        g.thumbnail((512, 512))
+    a = np.asarray(g, dtype=np.float32)
+    if min(a.shape) < 3:
+        return 0.0
+    lap = a[1:-1, :-2] + a[1:-1, 2:] + a[:-2, 1:-1] + a[2:, 1:-1] - 4 * a[1:-1, 1:-1]
+    return float(lap.var())
 
 
 def crop_box(img: Image.Image, box: tuple[float, float, float, float]) -> Image.Image:
     """Crop `box` (x1, y1, x2, y2 in oriented-image pixels), clipped to the image; at least 1x1."""
     x1, y1, x2, y2 = clip_box(box, img.size)
     return img.crop((x1, y1, x2, y2))
+
+
+def check_box(box, size) -> tuple[float, float, float, float]:
+    """A user's box checked against an image of `size` (w, h): four finite numbers with x1 < x2,
+    y1 < y2 that overlap the image. InputError (one line) otherwise; never silently clamped to
+    a corner."""
+    from .errors import InputError
+
+    try:
+        vals = [float(v) for v in box]
+    except (TypeError, ValueError) as e:
+        raise InputError(f"a box is four numbers x1,y1,x2,y2, got {box!r}") from e
+    if len(vals) != 4 or not all(np.isfinite(vals)):
+        raise InputError(f"a box is four finite numbers x1,y1,x2,y2, got {box!r}")
+    x1, y1, x2, y2 = vals
+    if x2 <= x1 or y2 <= y1:
+        raise InputError(f"a box needs x1 < x2 and y1 < y2, got {x1:g},{y1:g},{x2:g},{y2:g}")
+    w, h = size
+    if x2 <= 0 or y2 <= 0 or x1 >= w or y1 >= h:
+        raise InputError(f"the box {x1:g},{y1:g},{x2:g},{y2:g} lies outside the {w}x{h} photo")
+    return x1, y1, x2, y2
 
 
 def clip_box(box, size) -> tuple[int, int, int, int]:
@@ -101,12 +273,24 @@ def clip_box(box, size) -> tuple[int, int, int, int]:
     return x1, y1, x2, y2
 
 
-def read_file(path: str | os.PathLike) -> bytes:
-    """All bytes of a photo (read-only), with OS errors as ImageError."""
+def image_size(path) -> tuple[int, int]:
+    """(w, h) of the oriented photo from its header (no pixel decode); ImageError when unreadable."""
+    if os.path.splitext(os.fspath(path))[1].lower() in RAW_EXTENSIONS:
+        return decode(path).orig_size
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except PermissionError as e:
-        raise ImageError(f"permission denied: {path}") from e
-    except OSError as e:
-        raise ImageError(f"cannot read file: {e.strerror or e}") from e
+        with Image.open(path) as img:
+            w, h = img.size
+            o = img.getexif().get(0x0112, 1)
+            return (h, w) if o in (5, 6, 7, 8) else (w, h)
+    except Exception as e:  # noqa: BLE001
+        raise ImageError(f"cannot read the photo: {_reason(e)}") from e
+
+
+def read_bytes_limited(path, limit: int = 64 << 20) -> bytes:
+    """A file's bytes for a decoder that needs them all (thumbnails of odd formats), refusing
+    files above `limit` bytes."""
+    size = Path(path).stat().st_size
+    if size > limit:
+        raise ImageError(f"file too large to read here ({size / 2**20:.0f} MB)")
+    with open(path, "rb") as fh:
+        return fh.read()

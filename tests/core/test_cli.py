@@ -52,7 +52,7 @@ def test_batch_queries_in_order(home, photo_dir, capsys, tmp_path):
 def test_errors_exit_nonzero_with_one_line(home, tmp_path):
     r = subprocess.run([sys.executable, "-m", "app", "search", str(tmp_path / "nope.jpg"), "--home", str(home)],
                        capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 1 and r.stderr.strip().startswith("heatsearch: no such image")
+    assert r.returncode == 1 and r.stderr.strip().startswith("heatsearch: no such photo")
     assert len(r.stderr.strip().splitlines()) == 1
     r = subprocess.run([sys.executable, "-m", "app", "search", str(ROOT / "pyproject.toml"), "--box", "1,2,3", "--home", str(home)],
                        capture_output=True, text=True, cwd=ROOT)
@@ -60,7 +60,8 @@ def test_errors_exit_nonzero_with_one_line(home, tmp_path):
 
 
 def test_missing_weights_is_a_clear_message_not_a_hang(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "app", "index", str(tmp_path), "--home", str(tmp_path / "h"), "--backbone", "vgg16"],
+    (tmp_path / "photos").mkdir()
+    r = subprocess.run([sys.executable, "-m", "app", "index", str(tmp_path / "photos"), "--home", str(tmp_path / "h"), "--backbone", "vgg16"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 1
     assert "vgg16-397923af.pth" in r.stderr and "never downloads" in r.stderr

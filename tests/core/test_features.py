@@ -1,15 +1,22 @@
+"""Backbones, preprocessing, the inference-engine seam (equality, export, fallback)."""
+import math
 import os
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
+from torch.nn import functional as F
 
-from app.core.errors import WeightsLoadError, WeightsMissingError
-from app.core.features.extractor import Extractor, prepare, select_device
+from app.core.errors import EngineError, WeightsLoadError, WeightsMissingError
+from app.core.features import engine as engine_mod
+from app.core.features.efficientnet_lite import SameConv2d
+from app.core.features.engine import EngineChoice, create_engine, ensure_onnx, onnx_name
+from app.core.features.extractor import Extractor
+from app.core.features.preprocess import prepare
 from app.core.features.registry import REGISTRY, load_backbone
 from app.core.imageio import open_oriented
-from tests.conftest import write_photo
+from tests.conftest import shared_photos, write_photo
 
 
 def test_default_backbone_loads_offline_with_exact_keys():
@@ -22,6 +29,11 @@ def test_default_backbone_loads_offline_with_exact_keys():
     assert y.min() >= 0 and y.max() <= 6  # ReLU6
 
 
+def test_locating_a_backbone_builds_nothing():
+    bb = load_backbone("efficientnet-lite2")
+    assert bb._module is None and bb.weights_digest and bb.mean == REGISTRY["efficientnet-lite2"].mean
+
+
 @pytest.mark.parametrize("name,channels", [("efficientnet-lite0-block", 320), ("efficientnet-lite2-block", 352),
                                            ("efficientnet-lite2", 1280)])
 def test_other_offline_variants(name, channels):
@@ -29,6 +41,26 @@ def test_other_offline_variants(name, channels):
     with torch.inference_mode():
         y = bb.module(torch.randn(1, 3, 64, 64))
     assert y.shape[1] == channels == REGISTRY[name].channels and y.min() >= 0
+
+
+def tf_same_conv(conv, x):
+    """TensorFlow's SAME padding, computed per input size (the formula the shape-generic one replaces)."""
+    ih, iw = x.shape[-2:]
+    k, s = conv.kernel_size[0], conv.stride[0]
+    ph = max((math.ceil(ih / s) - 1) * s + k - ih, 0)
+    pw = max((math.ceil(iw / s) - 1) * s + k - iw, 0)
+    x = F.pad(x, [pw // 2, pw - pw // 2, ph // 2, ph - ph // 2])
+    return F.conv2d(x, conv.weight, conv.bias, conv.stride, 0, 1, conv.groups)
+
+
+@pytest.mark.parametrize("k,s", [(3, 1), (3, 2), (5, 2), (5, 1), (1, 1)])
+def test_shape_generic_same_padding_equals_tensorflow(k, s):
+    torch.manual_seed(k * 10 + s)
+    conv = SameConv2d(4, 6, k, s)
+    for h, w in [(16, 16), (17, 16), (16, 17), (33, 65), (7, 9), (2, 3)]:
+        x = torch.randn(1, 4, h, w)
+        with torch.inference_mode():
+            torch.testing.assert_close(conv(x), tf_same_conv(conv, x), rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["vgg16", "vgg16-pool5", "resnet50"])
@@ -78,23 +110,28 @@ def test_checkpoint_that_needs_code_is_refused(tmp_path):
         load_backbone("vgg16", str(tmp_path / "nope.pth"))
 
 
-def test_device_selection_and_override():
-    assert select_device("cpu").type == "cpu"
-    want = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
-    assert select_device("auto").type == want
+def test_device_choice_only_offers_what_runs_here():
+    assert EngineChoice(device="cpu").resolve_device() == "cpu"
+    want = engine_mod.accelerator() or "cpu"
+    assert EngineChoice().resolve_device() == want
+    if not torch.cuda.is_available():
+        with pytest.raises(EngineError, match="not available here"):
+            EngineChoice(device="cuda").resolve_device()
+    with pytest.raises(EngineError, match="unknown engine"):
+        EngineChoice(engine="tensorrt").candidates()
 
 
 def test_preprocessing_never_upscales_and_crop_keeps_scale():
     img = Image.new("RGB", (2000, 1000), (200, 100, 50))
     p = prepare(img, img.size, 1024, (0.5,) * 3, (0.5,) * 3)
-    assert p.tensor.shape == (3, 512, 1024) and p.scale == pytest.approx(0.512)
+    assert p.array.shape == (3, 512, 1024) and p.array.dtype == np.float32 and p.scale == pytest.approx(0.512)
     small = Image.new("RGB", (300, 200))
-    assert prepare(small, small.size, 1024, (0.5,) * 3, (0.5,) * 3).tensor.shape == (3, 200, 300)
+    assert prepare(small, small.size, 1024, (0.5,) * 3, (0.5,) * 3).array.shape == (3, 200, 300)
     c = prepare(img, img.size, 1024, (0.5,) * 3, (0.5,) * 3, box=(100, 100, 600, 350))
     # 1024 * max(crop) / max(orig) = 1024 * 500 / 2000 = 256
-    assert c.tensor.shape == (3, 128, 256) and c.offset == (100, 100)
+    assert c.array.shape == (3, 128, 256) and c.offset == (100, 100)
     # normalisation: (200/255 - 0.5) / 0.5
-    assert float(p.tensor[0, 0, 0]) == pytest.approx((200 / 255 - 0.5) / 0.5, abs=1e-6)
+    assert float(p.array[0, 0, 0]) == pytest.approx((200 / 255 - 0.5) / 0.5, abs=1e-6)
 
 
 def test_exif_orientation_is_honoured(tmp_path):
@@ -103,22 +140,112 @@ def test_exif_orientation_is_honoured(tmp_path):
     assert img.size == (40, 80) and orig == (40, 80)
 
 
-def test_map_mode_box_mask_selects_cells_inside():
+def tiny_extractor(engine="torch", max_side=256):
     bb = load_backbone("tiny-random")
-    ex = Extractor(bb, "cpu", max_side=256)
+    return Extractor(bb, create_engine(bb, EngineChoice(engine, "cpu"), engine_mod.Path(os.environ["HEATSEARCH_MODELS"])), max_side)
+
+
+def test_map_mode_box_cells_and_the_rectangle_they_cover():
+    ex = tiny_extractor(max_side=256)
     img = Image.new("RGB", (512, 256), (10, 20, 30))
     fm = ex.feature_maps([ex.prepare_image(img)])[0]
     assert fm.features.shape == (16, 32, 32) and fm.scale == 0.5
     mask = fm.box_mask((0, 0, 256, 128))  # left half, top half of the original
     assert mask.sum() == 8 * 16 and mask[:8, :16].all()
-    tiny = fm.box_mask((100, 100, 101, 101))
-    assert tiny.sum() == 1
+    assert fm.box_mask((100, 100, 101, 101)).sum() == 1
+    # cells of 8 model px = 16 original px: a box from 20 to 100 takes the cells centred at 24..88
+    rows, cols = fm.box_cells((20, 20, 100, 60))
+    assert fm.cells_rect(rows, cols) == (16.0, 16.0, 96.0, 64.0)
 
 
 def test_extractor_batches_mixed_shapes_in_input_order():
-    ex = Extractor(load_backbone("tiny-random"), "cpu", max_side=64)
+    ex = tiny_extractor(max_side=64)
     imgs = [Image.new("RGB", s, c) for s, c in [((64, 32), (255, 0, 0)), ((32, 64), (0, 255, 0)), ((64, 32), (0, 0, 255))]]
     maps = ex.feature_maps([ex.prepare_image(i) for i in imgs])
     assert [m.features.shape[:2] for m in maps] == [(4, 8), (8, 4), (4, 8)]
     single = ex.feature_maps([ex.prepare_image(imgs[2])])[0]
     np.testing.assert_allclose(maps[2].features, single.features, rtol=1e-4, atol=1e-4)
+
+
+def engine_maps(name, photos, backbone="efficientnet-lite2", max_side=512):
+    bb = load_backbone(backbone)
+    ex = Extractor(bb, create_engine(bb, EngineChoice(name, "cpu"), engine_mod.Path(os.environ["HEATSEARCH_MODELS"])), max_side)
+    assert ex.engine.name == name and ex.engine.exact
+    return [ex.feature_maps([ex.prepare_path(p)])[0].features for p in photos]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_f32_engines_equal_pytorch_on_real_photos(runtime, tmp_path):
+    """The exported model under each CPU runtime gives PyTorch's feature maps within 1e-4
+    (relative to the map's largest value) on real photos of both orientations and odd sizes."""
+    photos = shared_photos("paris250", 3) + shared_photos("ukbench", 1)
+    rotated = tmp_path / "portrait.jpg"
+    Image.open(photos[0]).transpose(Image.Transpose.ROTATE_90).crop((0, 0, 501, 707)).save(rotated)
+    photos.append(rotated)
+    ref = engine_maps("torch", photos)
+    got = engine_maps(runtime, photos)
+    for r, g in zip(ref, got):
+        assert r.shape == g.shape
+        assert np.abs(r - g).max() / np.abs(r).max() < 1e-4
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_f32_engines_equal_pytorch_on_synthetic_photos(runtime, tmp_path):
+    photos = [write_photo(tmp_path / f"p{i}.jpg", i, size=s) for i, s in enumerate([(300, 200), (201, 333), (97, 65)])]
+    ref = engine_maps("torch", photos, "efficientnet-lite0", 256)
+    got = engine_maps(runtime, photos, "efficientnet-lite0", 256)
+    for r, g in zip(ref, got):
+        assert r.shape == g.shape and np.abs(r - g).max() / np.abs(r).max() < 1e-4
+
+
+def test_export_is_cached_and_made_once(tmp_path, monkeypatch):
+    bb = load_backbone("tiny-random")
+    logs = []
+    path = ensure_onnx(bb, tmp_path / "models", logs.append)
+    assert path.name == onnx_name(bb) and path.stat().st_size > 1000 and len(logs) == 1
+    monkeypatch.setattr(engine_mod.subprocess, "run", lambda *a, **k: pytest.fail("exported twice"))
+    assert ensure_onnx(bb, tmp_path / "models", logs.append) == path
+
+
+def test_missing_runtime_falls_back_to_pytorch(monkeypatch, tmp_path):
+    bb = load_backbone("tiny-random")
+    real = engine_mod.installed
+    monkeypatch.setattr(engine_mod, "installed", lambda name: False if name in ("openvino", "onnxruntime") else real(name))
+    logs = []
+    eng = create_engine(bb, EngineChoice("openvino", "cpu"), tmp_path, logs.append)
+    assert eng.name == "torch" and eng.exact
+    assert len(logs) == 1 and "OpenVINO" in logs[0] and "not installed" in logs[0]
+    assert create_engine(bb, EngineChoice("auto", "cpu"), tmp_path, logs.append).name == "torch"
+
+
+def test_failed_export_falls_back_to_pytorch_with_one_line(monkeypatch, tmp_path):
+    bb = load_backbone("tiny-random")
+
+    class Result:
+        returncode, stdout, stderr = 1, "", "Traceback...\nexport failed: boom"
+
+    monkeypatch.setattr(engine_mod.subprocess, "run", lambda *a, **k: Result())
+    logs = []
+    eng = create_engine(bb, EngineChoice("onnxruntime", "cpu"), tmp_path / "empty", logs.append)
+    assert eng.name == "torch"
+    assert [m for m in logs if "falling back" in m] == [logs[-1]] and "boom" in logs[-1]
+
+
+def test_a_model_frozen_to_one_size_is_refused_by_the_export_check(tmp_path):
+    """The export verifies the model on two input sizes: a graph that only fits the traced size
+    is never cached."""
+    from app.core.features import export
+
+    class Frozen(torch.nn.Module):  # padding computed with Python ints: traced as constants
+        def forward(self, x):
+            return F.relu(F.pad(x, [0, 130 - int(x.shape[-1]), 0, 0])[:, :1])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(export, "load_backbone", lambda name, w: type("B", (), {"module": Frozen()})(), raising=False)
+        import app.core.features.registry as reg
+
+        mp.setattr(reg, "load_backbone", lambda name, w: type("B", (), {"module": Frozen()})())
+        with pytest.raises(Exception):
+            export.export("tiny-random", None, tmp_path / "frozen.onnx")
+    assert not (tmp_path / "frozen.onnx").exists()

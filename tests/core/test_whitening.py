@@ -23,8 +23,9 @@ def test_plain_whitening_decorrelates_training_data():
 
 def test_small_libraries_shrink_or_skip():
     rng = np.random.default_rng(1)
-    few = normalize_raw(np.abs(rng.normal(size=(10, 64))))
+    few = normalize_raw(np.abs(rng.normal(size=(5, 64))))
     assert learn_whitening(few, dim=32).is_identity
+    assert learn_whitening(normalize_raw(np.abs(rng.normal(size=(50, 64)))), dim=0).is_identity
     some = normalize_raw(np.abs(rng.normal(size=(50, 64))))
     w = learn_whitening(some, dim=512, shrinkage=0.1)
     assert w.dim == 49  # at most n - 1 directions carry variance

@@ -1,10 +1,11 @@
-"""SQLAlchemy 2.0 models of the catalog. Arrays are stored as raw little-endian bytes."""
+"""SQLAlchemy 2.0 models of the catalog. Arrays are stored as raw little-endian bytes; paths as
+`library.paths.to_db` text (reversible for names that are not valid UTF-8)."""
 from __future__ import annotations
 
 from sqlalchemy import Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Base(DeclarativeBase):
@@ -18,17 +19,23 @@ class Meta(Base):
 
 
 class Folder(Base):
-    """A photo folder the user added (scanned recursively)."""
+    """A photo folder the user added (scanned recursively). state: ok | offline | missing."""
 
     __tablename__ = "folders"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     path: Mapped[str] = mapped_column(String, unique=True)
     added_at: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String, default="ok")
 
 
 class Image(Base):
-    """One photo file. status: 'indexed' (has a descriptor in the active space) or 'failed'
-    (error says why). Identity for moves: `digest` (sha1 of the file's bytes)."""
+    """One photo file.
+
+    status: indexed (has a descriptor in some space) | failed (error says why; not retried until
+    the file changes) | missing (its folder or subtree vanished at once: kept, out of results,
+    until the user confirms or it comes back).
+    digest: sha1 of the file's bytes (identity for moves and exact duplicates).
+    taken: EXIF DateTimeOriginal as a POSIX time, else the file's mtime (date filters)."""
 
     __tablename__ = "images"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -41,14 +48,18 @@ class Image(Base):
     digest: Mapped[str] = mapped_column(String, default="", index=True)
     status: Mapped[str] = mapped_column(String, default="indexed", index=True)
     error: Mapped[str] = mapped_column(Text, default="")
+    taken: Mapped[float] = mapped_column(Float, default=0.0)
+    sharpness: Mapped[float] = mapped_column(Float, default=0.0)
 
 
 class Space(Base):
     """A descriptor space: how vectors are made. Vectors of two spaces are never mixed.
 
-    mu: (C,) float64 centring mean of HeW (from a calibration sample of the library).
-    white_mean (C,) / white_proj (D, C) float64: the whitening; empty until fitted.
-    white_n: how many images the whitening was fitted on; white_version counts refits."""
+    mu: (C,) float64 centring mean of HeW (from a random sample across the library).
+    white_mean (C,) / white_proj (D, C) float64: the whitening; empty when not whitened.
+    white_n: how many images the whitening was fitted on; white_version counts refits.
+    generation: bumped by every committed change to this space's descriptors; the vector files
+    on disk record the generation they reflect."""
 
     __tablename__ = "spaces"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -66,11 +77,15 @@ class Space(Base):
     white_n: Mapped[int] = mapped_column(Integer, default=0)
     white_version: Mapped[int] = mapped_column(Integer, default=0)
     active: Mapped[int] = mapped_column(Integer, default=1)
+    precision: Mapped[str] = mapped_column(String, default="f32")
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    mu_n: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class Descriptor(Base):
-    """Per image and space: the raw HeW descriptor (power + L2, before whitening; (C,) float32)
-    and the heat-weight grid ((grid_h, grid_w) float16, normalised to max 1)."""
+    """Per image and space: the raw HeW descriptor (power + L2, before whitening; (C,) float32),
+    the heat-weight grid ((grid_h, grid_w) float16, normalised to max 1) and the generation of
+    the space at which it was written."""
 
     __tablename__ = "descriptors"
     image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"), primary_key=True)
@@ -79,6 +94,7 @@ class Descriptor(Base):
     grid: Mapped[bytes] = mapped_column(LargeBinary)
     grid_h: Mapped[int] = mapped_column(Integer)
     grid_w: Mapped[int] = mapped_column(Integer)
+    gen: Mapped[int] = mapped_column(Integer, default=0)
 
 
-Index("ix_descriptors_space", Descriptor.space_id)
+Index("ix_descriptors_space_gen", Descriptor.space_id, Descriptor.gen)

@@ -128,10 +128,36 @@ def classic(images_dir: str | Path, gt_dir: str | Path, name: str) -> Benchmark:
     return Benchmark(name, images, queries, ["all"])
 
 
-def revisited_gnd(pkl_path: str | Path) -> tuple[list[str], list[str], list[dict[str, Gnd]], list]:
-    """ROxford/RParis: (imlist, qimlist, per query {Easy, Medium, Hard: Gnd}, per query bbx)."""
-    with open(pkl_path, "rb") as fh:
-        cfg = pickle.load(fh)
+class _PlainUnpickler(pickle.Unpickler):
+    """Reads pickles made only of builtins (dict, list, str, int, float): the revisited ground
+    truth is exactly that. Any class or function reference is refused, so a crafted file cannot
+    run code."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: ground truth must hold plain data only")
+
+
+def load_plain_pickle(path: str | Path):
+    from ..errors import InputError
+
+    try:
+        with open(path, "rb") as fh:
+            return _PlainUnpickler(fh).load()
+    except pickle.UnpicklingError as e:
+        raise InputError(f"{path}: {e}") from e
+    except (OSError, EOFError, ValueError) as e:
+        raise InputError(f"cannot read the ground truth {path}: {e}") from e
+
+
+def revisited_gnd(gnd_path: str | Path) -> tuple[list[str], list[str], list[dict[str, Gnd]], list]:
+    """ROxford/RParis (gnd_*.pkl, read without running code, or the same content as gnd_*.json):
+    (imlist, qimlist, per query {Easy, Medium, Hard: Gnd}, per query bbx)."""
+    from ..errors import InputError
+
+    gnd_path = Path(gnd_path)
+    cfg = json.loads(gnd_path.read_text()) if gnd_path.suffix == ".json" else load_plain_pickle(gnd_path)
+    if not isinstance(cfg, dict) or not {"gnd", "imlist", "qimlist"} <= set(cfg):
+        raise InputError(f"{gnd_path} is not revisited ground truth (needs gnd, imlist, qimlist)")
     out = []
     for g in cfg["gnd"]:
         easy, hard, junk = set(g["easy"]), set(g["hard"]), set(g["junk"])

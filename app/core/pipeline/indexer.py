@@ -1,36 +1,48 @@
-"""Indexing as a generator of progress: scan -> decode ahead in a worker pool -> CNN batches ->
-HeW -> one transaction per batch -> ANN add. Each `yield` is a point where the job may pause or
-be cancelled; a killed process loses at most the batch in flight and the next run resumes.
+"""Indexing as a generator of progress, run by the library's writer thread:
+scan -> decode ahead in a worker pool -> engine -> HeW -> one transaction per batch -> vectors.
+
+Each `yield` is a point where the job may pause or be cancelled; a killed process loses at most
+the batch in flight and the next run resumes (the catalog commits per batch; the vector files
+catch up from it).
+
+The centring mean of HeW comes from a random sample of the photos to index (not the first ones
+in scan order, which are often one burst of one scene): the sample is run through the CNN first,
+its maps give the mean, then they are described like every other photo.
 """
 from __future__ import annotations
 
-import hashlib
-import io
+import random
 import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 
 from ..catalog.models import Descriptor, Image
-from ..describe import describe_tensors, mean_local_feature
-from ..errors import HeatSearchError, ImageError
-from ..features.extractor import prepare
-from ..imageio import open_oriented, read_file
-from ..library import Library
-from .scan import FileInfo, diff_folders
+from ..describe import describe_features, mean_local_feature
+from ..errors import Cancelled, ImageError
+from ..features.preprocess import prepare
+from ..imageio import MAX_PIXELS, check_content, decode, file_digest, sharpness
+from ..library import paths
+from ..library.writer import f32
+from .scan import FileInfo, Known, diff_folders
 
-CALIBRATION_IMAGES = 32  # images whose local features give the centring mean mu of a new space
+if TYPE_CHECKING:
+    from ..library.service import JobControl, LibraryService
+
+CALIBRATION_IMAGES = 48  # photos (a random sample) whose local features give the centring mean mu
+BIG_PIXELS = 40_000_000  # decodes above this run one at a time (memory)
+_big = threading.Semaphore(1)
 
 
 @dataclass
 class Progress:
-    """A snapshot of an indexing run. rate: images per second (CNN-processed); eta_s: seconds left."""
+    """A snapshot of an indexing run. rate: photos per second, paused time excluded; eta_s:
+    seconds left; message: what the run is waiting for, if anything."""
 
     phase: str  # scanning | calibrating | indexing | finishing | done | cancelled
     done: int = 0
@@ -38,35 +50,12 @@ class Progress:
     failed: int = 0
     reused: int = 0
     removed: int = 0
+    missing: int = 0
+    restored: int = 0
     rate: float = 0.0
     eta_s: float | None = None
+    message: str = ""
     last_errors: list[tuple[str, str]] = field(default_factory=list)
-
-
-class JobControl:
-    """Pause / resume / cancel from another thread; honoured between batches."""
-
-    def __init__(self):
-        self._run = threading.Event()
-        self._run.set()
-        self.cancelled = False
-
-    def pause(self):
-        self._run.clear()
-
-    def resume(self):
-        self._run.set()
-
-    def cancel(self):
-        self.cancelled = True
-        self._run.set()
-
-    @property
-    def paused(self) -> bool:
-        return not self._run.is_set()
-
-    def wait(self):
-        self._run.wait()
 
 
 @dataclass
@@ -75,157 +64,134 @@ class _Decoded:
     digest: str = ""
     prepared: object = None
     orig_size: tuple = (0, 0)
+    taken: float = 0.0
+    sharp: float = 0.0
     reuse_of: int | None = None
     error: str = ""
 
 
 def _decode(info: FileInfo, reuse: dict[str, int], max_side: int, mean, std) -> _Decoded:
-    """Worker: read the bytes once (content digest), decode only when no stored descriptor has them."""
+    """Worker: stream the file's digest; decode only when no stored descriptor has these bytes.
+    Never raises: every failure becomes a reason."""
     try:
-        data = read_file(info.path)
-        digest = hashlib.sha1(data).hexdigest()
+        digest = file_digest(info.path)
         if digest in reuse:
-            return _Decoded(info, digest, reuse_of=reuse[digest])
-        img, orig = open_oriented(io.BytesIO(data), draft_side=max_side)
-        return _Decoded(info, digest, prepare(img, orig, max_side, mean, std), orig)
+            return _Decoded(info, digest, reuse_of=reuse[digest], taken=info.mtime_ns / 1e9)
+        big = info.size > 8 << 20
+        if big:
+            _big.acquire()
+        try:
+            photo = decode(info.path, MAX_PIXELS, draft_side=max_side)
+        finally:
+            if big:
+                _big.release()
+        check_content(photo.image)
+        prepared = prepare(photo.image, photo.orig_size, max_side, mean, std)
+        return _Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(photo.image))
     except ImageError as e:
         return _Decoded(info, error=str(e))
     except MemoryError:
-        return _Decoded(info, error="not enough memory to decode")
+        return _Decoded(info, error="not enough memory to decode this image")
+    except Exception as e:  # noqa: BLE001 - whatever a decoder throws, the run goes on
+        return _Decoded(info, error=f"cannot decode: {type(e).__name__}: {str(e)[:160]}")
 
 
-def index_library(lib: Library, control: JobControl | None = None, batch_size: int | None = None,
-                  decode_workers: int = 2) -> Iterator[Progress]:
-    """Index every folder of `lib`. Yields Progress after the scan and after every batch."""
-    control = control or JobControl()
-    if not lib.writer_lock.acquire(blocking=False):
-        raise HeatSearchError("indexing is already running")
-    try:
-        yield from _run(lib, control, batch_size or lib.settings.batch_size, decode_workers)
-    finally:
-        lib.writer_lock.release()
-
-
-def _known_rows(lib: Library, folder_ids) -> dict[str, tuple[int, int, int, str]]:
-    sp = lib.space()
-    with lib.db() as s:
+def _known_rows(svc: "LibraryService", folder_ids) -> dict[str, Known]:
+    sp = svc.writer.space
+    with svc.db() as s:
         have = set(s.scalars(select(Descriptor.image_id).where(Descriptor.space_id == sp.id)))
         rows = s.execute(select(Image.id, Image.path, Image.size, Image.mtime_ns, Image.status)
                          .where(Image.folder_id.in_(list(folder_ids)))).all()
     # a row without a descriptor in this space (new space, or crash before its batch) counts as changed
-    return {p: (i, sz, mt if (st == "failed" or i in have) else -1, st) for i, p, sz, mt, st in rows}
+    return {paths.from_db(p): Known(i, sz, mt if (st == "failed" or i in have) else -1, st) for i, p, sz, mt, st in rows}
 
 
-def _run(lib: Library, control: JobControl, batch_size: int, decode_workers: int) -> Iterator[Progress]:
+def index_library(svc: "LibraryService", control: "JobControl", batch_size: int | None = None,
+                  decode_workers: int = 2, verify: bool = False) -> Iterator[Progress]:
+    """Index every reachable folder of the library. Yields Progress after the scan and every batch.
+    verify: re-read every file's bytes (finds a photo replaced by one of the same size and time)."""
+    w = svc.writer
+    batch_size = batch_size or svc.settings.batch_size
     prog = Progress("scanning")
     yield prog
-    ex = lib.extractor()
-    sp = lib.space()
-    folders = {f.id: f.path for f in lib.folders() if Path(f.path).is_dir()}  # an unplugged drive is left alone
-    diff = diff_folders(folders, _known_rows(lib, folders))
+    w.refresh_folders()
+    reachable = {f.id: f.path for f in w.folders if f.state == "ok"}
+    known = _known_rows(svc, reachable)
+    diff = diff_folders(reachable, known, lambda: control.cancelled, verify)
+    if control.cancelled:
+        prog.phase = "cancelled"
+        yield prog
+        return
+    for d, why in diff.unreadable:
+        prog.last_errors.append((d, f"folder cannot be read ({why}); its photos are kept as they were"))
+    _record_special(svc, diff.special, known, prog)
+    _restore(svc, diff.restored, prog)
     tasks = diff.new + [info for _, info in diff.changed]
     existing = {info.path: iid for iid, info in diff.changed}
     prog.total = len(tasks)
-    with lib.db() as s:
+    if not tasks:
+        yield from _finish(svc, control, diff, prog)
+        return
+    sp = w.space
+    with svc.db() as s:
         reuse = dict(s.execute(select(Image.digest, Image.id).join(Descriptor, Descriptor.image_id == Image.id)
-                               .where(Descriptor.space_id == sp.id, Image.digest != "")).all())
+                               .where(Descriptor.space_id == sp.id, Image.digest != "", Image.status == "indexed")).all())
     gone = dict(diff.gone)
-    mu = lib.mu()
-    ann = lib.ann()
-    white = lib.whitening()
-    t0 = time.time()
-    cnn_done = 0
-    pending: list[_Decoded] = []  # decoded images waiting for mu (calibration)
-    prog.phase = "indexing" if mu is not None else "calibrating"
+    prog.phase = "loading the model"
     yield prog
+    ex = svc.extractor(svc.snapshot().space if svc.snapshot().space and svc.snapshot().space.id == sp.id else None)
+    control.wait()
+    if control.cancelled:  # cancelled while the model loaded
+        prog.phase = "cancelled"
+        yield prog
+        return
+    if w.mu is None:  # calibration sample first, drawn at random from every folder
+        sample = set(random.Random(0).sample(range(len(tasks)), min(CALIBRATION_IMAGES, len(tasks))))
+        tasks = [tasks[i] for i in sorted(sample)] + [t for i, t in enumerate(tasks) if i not in sample]
+        prog.phase = "calibrating"
+    else:
+        prog.phase = "indexing"
+    yield prog
+    params = (sp.threshold, sp.z_ratio)
+    t0 = time.monotonic()
+    paused0 = control.paused_s
+    pending: list[tuple[_Decoded, np.ndarray]] = []  # decoded + CNN'd, waiting for mu (calibration)
+    pending_bad: list[_Decoded] = []
 
-    def write_batch(items: list[_Decoded], described: dict[int, object]):
-        """One transaction for the batch, then the ANN add."""
-        nonlocal white
-        add_ids, add_vecs = [], []
-        with lib.db.begin() as s:
-            for k, d in enumerate(items):
-                info = d.info
-                row_id = existing.get(info.path)
-                if d.reuse_of is not None and d.reuse_of in gone and row_id is None:
-                    # moved or renamed: the old row follows the file, descriptor and all
-                    row = s.get(Image, d.reuse_of)
-                    gone.pop(d.reuse_of)
-                    prog.reused += 1
-                    row.path, row.folder_id, row.size, row.mtime_ns = info.path, info.folder_id, info.size, info.mtime_ns
-                    continue
-                row = s.get(Image, row_id) if row_id is not None else None
-                if row is None:
-                    row = Image(path=info.path, folder_id=info.folder_id, size=0, mtime_ns=0)
-                    s.add(row)
-                row.size, row.mtime_ns, row.folder_id = info.size, info.mtime_ns, info.folder_id
-                row.digest = d.digest
-                if d.error:
-                    row.status, row.error = "failed", d.error
-                    old = s.get(Descriptor, (row.id, sp.id)) if row.id else None
-                    if old is not None:
-                        s.delete(old)
-                        ann.delete([row.id])
-                    prog.failed += 1
-                    prog.last_errors.append((info.path, d.error))
-                    continue
-                row.status, row.error = "indexed", ""
-                s.flush()
-                if d.reuse_of is not None:
-                    if d.reuse_of == row.id:
-                        continue  # touched, same bytes: nothing to recompute
-                    src = s.get(Descriptor, (d.reuse_of, sp.id))
-                    raw, grid, gh, gw = src.raw, src.grid, src.grid_h, src.grid_w
-                    row.width, row.height = s.get(Image, d.reuse_of).width, s.get(Image, d.reuse_of).height
-                    prog.reused += 1
-                else:
-                    desc = described[k]
-                    g = desc.weights / max(float(desc.weights.max()), 1e-12)
-                    raw, grid, (gh, gw) = desc.raw.astype(np.float32).tobytes(), g.astype(np.float16).tobytes(), g.shape
-                    row.width, row.height = d.orig_size
-                dsc = s.get(Descriptor, (row.id, sp.id))
-                if dsc is None:
-                    s.add(Descriptor(image_id=row.id, space_id=sp.id, raw=raw, grid=grid, grid_h=gh, grid_w=gw))
-                else:
-                    dsc.raw, dsc.grid, dsc.grid_h, dsc.grid_w = raw, grid, gh, gw
-                add_ids.append(row.id)
-                add_vecs.append(np.frombuffer(raw, np.float32))
-                existing[info.path] = row.id
-        if add_ids:
-            ann.add(add_ids, white.apply(np.stack(add_vecs)))
+    def describe(maps):
+        from ..describe import HewParams
 
-    def process(items: list[_Decoded]):
-        nonlocal mu, cnn_done
+        return [describe_features(np.ascontiguousarray(m.transpose(1, 2, 0)), w.mu, HewParams(*params)) for m in maps]
+
+    def process(items: list[_Decoded], exhausted: bool):
         fresh = [k for k, d in enumerate(items) if d.prepared is not None]
-        maps = ex.forward([items[k].prepared.tensor for k in fresh]) if fresh else []
-        if mu is None:
-            pending.extend((items[k], m.cpu()) for k, m in zip(fresh, maps))
-            pending_other.extend(d for d in items if d.prepared is None)
-            if len(pending) < CALIBRATION_IMAGES and not exhausted:
-                return
+        others = [d for k, d in enumerate(items) if k not in set(fresh)]
+        maps = []
+        for k in fresh:  # one photo per engine call on the CPU; a search that needs the engine goes first
+            svc.interactive.wait_idle()
+            maps.append(ex.forward([items[k].prepared.array])[0])
+            items[k].prepared = None  # the input array is no longer needed
+        if w.mu is None:
+            pending.extend((items[k], m) for k, m in zip(fresh, maps))
+            pending_bad.extend(others)
+            if len(pending) < min(CALIBRATION_IMAGES, prog.total) and not exhausted:
+                return 0
             if not pending:  # nothing decodable yet: record the failures, calibrate later
-                write_batch(pending_other, {})
-                prog.done += len(pending_other)
-                pending_other.clear()
-                return
-            mu = mean_local_feature([m.permute(1, 2, 0).numpy() for _, m in pending])
-            lib.set_mu(mu)
-            items = [d for d, _ in pending] + pending_other
-            maps = [m.to(ex.device) for _, m in pending]
+                n = len(pending_bad)
+                _write_batch(svc, pending_bad, {}, existing, gone, prog, control)
+                pending_bad.clear()
+                return n
+            w.set_mu(mean_local_feature([m.transpose(1, 2, 0) for _, m in pending]), len(pending))
+            items = [d for d, _ in pending] + pending_bad
+            maps = [m for _, m in pending]
             fresh = list(range(len(pending)))
             pending.clear()
-            pending_other.clear()
+            pending_bad.clear()
             prog.phase = "indexing"
-        descs = describe_tensors(maps, mu, ex.hew_dtype, lib.hew_params()) if maps else []
-        write_batch(items, dict(zip(fresh, descs)))
-        cnn_done += len(fresh)
-        prog.done += len(items)
-        el = time.time() - t0
-        prog.rate = prog.done / el if el > 0 else 0.0
-        prog.eta_s = (prog.total - prog.done) / prog.rate if prog.rate > 0 else None
+        descs = describe(maps)
+        _write_batch(svc, items, dict(zip(fresh, descs)), existing, gone, prog, control)
+        return len(items)
 
-    pending_other: list[_Decoded] = []
-    exhausted = False
     cancelled = False
     with ThreadPoolExecutor(max_workers=decode_workers, thread_name_prefix="heatsearch-decode") as pool:
         it = iter(tasks)
@@ -244,44 +210,200 @@ def _run(lib: Library, control: JobControl, batch_size: int, decode_workers: int
             while window and len(batch) < batch_size:
                 batch.append(window.popleft().result())
                 fill()
-            exhausted = not window
-            process(batch)
+            try:
+                prog.done += process(batch, exhausted=not window)
+            except Cancelled:
+                cancelled = True
+                break
+            el = time.monotonic() - t0 - (control.paused_s - paused0)
+            prog.rate = prog.done / el if el > 0 else 0.0
+            prog.eta_s = (prog.total - prog.done) / prog.rate if prog.rate > 0 else None
+            w.save_if_due()
             yield prog
             prog.last_errors = []
+            prog.message = ""
             control.wait()
             if control.cancelled:
                 cancelled = True
                 for f in window:
                     f.cancel()
                 break
-        if mu is None and (pending or pending_other):  # tiny library: calibrate on what there is
-            exhausted = True
-            process([])
-            yield prog
-    # rows whose file is gone and that no moved file claimed
-    if not cancelled and gone:
-        ids = list(gone)
-        with lib.db.begin() as s:
-            for i in ids:
-                row = s.get(Image, i)
-                if row is not None:
-                    s.delete(row)
-        ann.delete(ids)
-        prog.removed = len(ids)
+    if cancelled:
+        prog.phase = "cancelled"
+        w.save()
+        yield prog
+        return
+    yield from _finish(svc, control, diff, prog, gone)
+
+
+def _finish(svc, control, diff, prog: Progress, gone: dict | None = None) -> Iterator[Progress]:
+    """Rows whose file is gone (and that no moved file claimed): removed, or marked missing when
+    their whole directory vanished; then the whitening policy, the search backend, the files."""
+    w = svc.writer
+    gone = diff.gone if gone is None else gone
+    if gone:
+        missing_ids = [i for i, p in gone.items() if any(paths.is_within(p, d) for d in diff.vanished_dirs)]
+        removed_ids = [i for i in gone if i not in set(missing_ids)]
+
+        def write(s):
+            for chunk in _chunks(removed_ids, 500):
+                s.execute(delete(Image).where(Image.id.in_(chunk)))
+            for chunk in _chunks(missing_ids, 500):
+                s.execute(update(Image).where(Image.id.in_(chunk)).values(status="missing"))
+            w.generation = w.bump(s)
+
+        w.transaction(write, lambda: control.cancelled)
+        w.store.kill_ids(list(gone))
+        prog.removed, prog.missing = len(removed_ids), len(missing_ids)
+        for d in sorted(diff.vanished_dirs):
+            prog.last_errors.append((d, "this folder is gone: its photos are kept as missing until you forget them"))
     prog.phase = "finishing"
     yield prog
-    if not cancelled:
-        lib.maybe_refit_whitening()
-    lib.save_index()
-    prog.phase = "cancelled" if cancelled else "done"
+    if not control.cancelled:
+        w.refit_whitening(cancelled=lambda: control.cancelled)
+        w.maintain_backend(lambda: control.cancelled)
+    w.publish()
+    w.save()
+    prog.phase = "cancelled" if control.cancelled else "done"
     yield prog
 
 
-def index_paths(lib: Library, paths, control: JobControl | None = None) -> Iterator[Progress]:
-    """Add folders then index the whole library."""
-    for p in paths:
-        lib.add_folder(p)
-    yield from index_library(lib, control)
+def _write_batch(svc, items: list[_Decoded], described: dict, existing: dict, gone: dict, prog: Progress, control) -> None:
+    """One transaction for the batch (with the space's generation bumped), then the vectors."""
+    w = svc.writer
+    sid = w.space.id
+    added: list[tuple[int, bytes]] = []
+    killed: list[int] = []
+    moved: list[int] = []
+
+    def write(s):
+        added.clear()
+        killed.clear()
+        moved.clear()
+        errors = []
+        reused = 0
+        gen = w.bump(s)
+        for k, d in enumerate(items):
+            info = d.info
+            row_id = existing.get(info.path)
+            if d.reuse_of is not None and d.reuse_of in gone and d.reuse_of not in moved and row_id is None:
+                # moved or renamed: the old row follows the file, descriptor and all (same slot)
+                row = s.get(Image, d.reuse_of)
+                row.path, row.folder_id, row.size, row.mtime_ns = paths.to_db(info.path), info.folder_id, info.size, info.mtime_ns
+                moved.append(d.reuse_of)
+                reused += 1
+                continue
+            row = s.get(Image, row_id) if row_id is not None else None
+            if row is None:
+                row = Image(path=paths.to_db(info.path), folder_id=info.folder_id, size=0, mtime_ns=0)
+                s.add(row)
+            elif row.digest != d.digest:  # new content: descriptors of other spaces are stale too
+                s.execute(delete(Descriptor).where(Descriptor.image_id == row.id, Descriptor.space_id != sid))
+            row.size, row.mtime_ns, row.folder_id = info.size, info.mtime_ns, info.folder_id
+            row.digest = d.digest
+            if d.error:
+                row.status, row.error = "failed", d.error
+                if row.id is not None and s.get(Descriptor, (row.id, sid)) is not None:
+                    s.execute(delete(Descriptor).where(Descriptor.image_id == row.id))
+                    killed.append(row.id)
+                errors.append((paths.display(info.path), d.error))
+                continue
+            row.status, row.error = "indexed", ""
+            s.flush()
+            if d.reuse_of is not None:
+                if d.reuse_of == row.id:
+                    continue  # touched, same bytes: nothing to recompute
+                src = s.get(Descriptor, (d.reuse_of, sid))
+                srow = s.get(Image, d.reuse_of)
+                raw, grid, gh, gw = src.raw, src.grid, src.grid_h, src.grid_w
+                row.width, row.height, row.taken, row.sharpness = srow.width, srow.height, srow.taken, srow.sharpness
+                reused += 1
+            else:
+                desc = described[k]
+                g = desc.weights / max(float(desc.weights.max()), 1e-12)
+                raw, grid, (gh, gw) = desc.raw.astype(np.float32).tobytes(), g.astype(np.float16).tobytes(), g.shape
+                row.width, row.height = d.orig_size
+                row.taken, row.sharpness = d.taken, d.sharp
+            dsc = s.get(Descriptor, (row.id, sid))
+            if dsc is None:
+                s.add(Descriptor(image_id=row.id, space_id=sid, raw=raw, grid=grid, grid_h=gh, grid_w=gw, gen=gen))
+            else:
+                dsc.raw, dsc.grid, dsc.grid_h, dsc.grid_w, dsc.gen = raw, grid, gh, gw, gen
+                killed.append(row.id)
+            added.append((row.id, raw))
+            existing[info.path] = row.id
+        return gen, errors, reused
+
+    def waiting(msg):
+        prog.message = msg
+
+    gen, errors, reused = w.transaction(write, lambda: control.cancelled, waiting)
+    w.generation = gen
+    for i in moved:
+        gone.pop(i, None)
+    prog.failed += len(errors)
+    prog.reused += reused
+    prog.last_errors.extend(errors)
+    if killed:
+        w.store.kill_ids(killed)
+    if added:
+        w.store.append([i for i, _ in added], w.whitening.apply(np.stack([f32(r) for _, r in added])))
+    w.publish()
 
 
-__all__ = ["Progress", "JobControl", "index_library", "index_paths"]
+def _record_special(svc, special, known: dict, prog: Progress) -> None:
+    """Photo-named entries that are not regular files: recorded as failed once, with the reason."""
+    todo = [(p, why) for p, why in special if p not in known or known[p].status != "failed"]
+    if not todo:
+        return
+    w = svc.writer
+    folders = [(f.id, f.path) for f in w.folders]
+
+    def write(s):
+        for p, why in todo:
+            fid = next((i for i, root in folders if paths.is_within(p, root)), None)
+            if fid is None:
+                continue
+            row = s.get(Image, known[p].id) if p in known else None
+            if row is None:
+                row = Image(path=paths.to_db(p), folder_id=fid, size=0, mtime_ns=0)
+                s.add(row)
+            row.status, row.error = "failed", why
+            if row.id is not None:
+                s.execute(delete(Descriptor).where(Descriptor.image_id == row.id))
+
+    w.transaction(write)
+    prog.failed += len(todo)
+    prog.last_errors.extend((paths.display(p), why) for p, why in todo)
+
+
+def _restore(svc, restored: list, prog: Progress) -> None:
+    """Rows marked missing whose file is back unchanged: back in the results, no CNN."""
+    if not restored:
+        return
+    w = svc.writer
+    ids = [i for i, _ in restored]
+
+    def write(s):
+        gen = w.bump(s)
+        for chunk in _chunks(ids, 500):
+            s.execute(update(Image).where(Image.id.in_(chunk)).values(status="indexed"))
+            s.execute(update(Descriptor).where(Descriptor.image_id.in_(chunk), Descriptor.space_id == w.space.id).values(gen=gen))
+        return gen
+
+    w.generation = w.transaction(write)
+    with svc.db() as s:
+        have = sorted(s.scalars(select(Descriptor.image_id).where(Descriptor.image_id.in_(ids), Descriptor.space_id == w.space.id)))
+    if have:
+        w.store.append(have, w.whitening.apply(w.raw_descriptors(have)))
+    prog.restored = len(ids)
+    w.publish()
+
+
+def _chunks(seq, n):
+    seq = list(seq)
+    for i in range(0, len(seq), n):
+        yield seq[i: i + n]
+
+
+__all__ = ["Progress", "index_library", "CALIBRATION_IMAGES"]

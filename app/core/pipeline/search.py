@@ -1,213 +1,393 @@
-"""The search service: query -> descriptor -> ANN shortlist -> QE -> HeR -> hits.
+"""The search service: query -> descriptor -> shortlist -> QE -> HeR -> hits.
 
 A request is an immutable snapshot with an id; its result carries the id, so a GUI can drop any
 result that is not for its latest request. Boxes are (x1, y1, x2, y2) in original-image pixels
-after EXIF orientation.
+after EXIF orientation. Every search reads one library Snapshot taken at its start.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 import time
+import traceback
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from PIL import Image as PILImage
 from sqlalchemy import select
 
+from .. import policy
 from ..catalog.models import Descriptor, Image
-from ..describe import describe_map, describe_tensors
-from ..errors import HeatSearchError
-from ..features.extractor import FeatureMap
-from ..imageio import clip_box
-from ..library import Library, f32
+from ..describe import Described, HewParams, describe_features, describe_map
+from ..errors import HeatSearchError, ImageError, InputError
+from ..features.preprocess import FeatureMap
+from ..imageio import check_box, file_digest, image_size
+from ..library import paths
+from ..library.snapshot import Snapshot
+from ..library.writer import f32
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
 
 
 @dataclass(frozen=True)
+class Filters:
+    """Restrict results to photos under `folders` (absolute paths, by components) and taken in
+    [after, before) (POSIX times; EXIF date, else file time). Empty = no restriction."""
+
+    folders: tuple[str, ...] = ()
+    after: float | None = None
+    before: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.folders) or self.after is not None or self.before is not None
+
+
+@dataclass(frozen=True)
 class SearchRequest:
-    """path or image (RGB PIL, e.g. pasted pixels); box in original pixels or None."""
+    """path or image (RGB PIL, e.g. pasted pixels); box in original pixels or None.
+    qe/her: auto | on | off; mode (box queries): auto | map | crop | hybrid. "auto" follows the
+    library's policy (app.core.policy)."""
 
     id: int = 0
     path: str | None = None
     image: PILImage.Image | None = field(default=None, compare=False)
     box: tuple[float, float, float, float] | None = None
     top: int = 100
-    qe: bool = False
+    qe: str = "auto"
     qe_n: int = 2
     qe_alpha: float = 3.0
-    her: bool = True
+    her: str = "auto"
     her_k: int = 800
-    mode: str = "map"  # "map": box from the cached full-image feature map; "crop": CNN on the crop
+    mode: str = "auto"
     min_score: float = -1.0
+    filters: Filters = Filters()
+    hide_duplicates: bool = False
+
+
+def _onoff(v) -> str:
+    return v if isinstance(v, str) else ("on" if v else "off")
 
 
 def request_from_settings(settings, **fields) -> SearchRequest:
     """A SearchRequest with the user's QE/HeR/box-mode settings; `fields` override (id, path, box, ...)."""
     base = dict(top=settings.top, qe=settings.qe, qe_n=settings.qe_n, qe_alpha=settings.qe_alpha, her=settings.her,
                 her_k=settings.her_k, mode=settings.region_mode)
-    return SearchRequest(**{**base, **fields})
+    merged = {**base, **fields}
+    for k in ("qe", "her"):
+        merged[k] = _onoff(merged[k])
+    return SearchRequest(**merged)
 
 
 @dataclass
 class Hit:
+    """score: the score the final ranking used, in [0, 1], non-increasing with rank (cosine for a
+    plain search, cosine to the expanded query with QE, relative heat with HeR; exact duplicates
+    of the query are pinned first at 1). similarity: plain cosine of the query and this photo.
+    state: ok | offline (its folder is not reachable) | missing (the file is gone)."""
+
     image_id: int
     path: str
-    score: float  # cosine similarity of the (whitened) query and this image, in [-1, 1]
+    score: float
     rank: int  # 1-based
     width: int = 0
     height: int = 0
+    similarity: float = 0.0
+    state: str = "ok"
+    duplicate: bool = False  # byte-identical to the query
 
 
 @dataclass
 class SearchResult:
     request_id: int
     hits: list[Hit]
-    query_weights: np.ndarray | None  # (H, W) HeW weights of the query (of the box when there is one), max 1
+    query_weights: np.ndarray | None  # (H, W) HeW weights of the query (of the box's cells), max 1
     query_size: tuple[int, int]  # (w, h) of the oriented query image
     box: tuple | None
     used_cnn: bool
     timings: dict
+    weights_box: tuple | None = None  # where query_weights lie (original px); None = whole image
+    plan: policy.SearchPlan | None = None
+    total: int = 0  # results before the cut-off
+    generation: int = 0
 
 
 class Searcher:
-    """Answers SearchRequests against a Library. Thread-safe: many searches may run at once,
-    also while an indexing job writes."""
+    """Answers SearchRequests against a LibraryService's snapshots. Thread-safe: many searches may
+    run at once, also while the writer changes the library."""
 
-    def __init__(self, lib: Library, cache_size: int = 8):
-        self.lib = lib
+    def __init__(self, svc, cache_size: int = 8):
+        self.svc = svc
         self._maps: OrderedDict[tuple, FeatureMap] = OrderedDict()
         self._lock = threading.Lock()
         self._cache_size = cache_size
 
     # ---- query descriptor ---------------------------------------------------------------------
-    def _library_image(self, path: str | None) -> int | None:
-        if not path:
+    def _library_row(self, path: str | None, snap: Snapshot):
+        """(image id, digest, width, height) of an indexed, unchanged library photo at `path`."""
+        if not path or snap.space is None:
             return None
-        p = str(Path(path).expanduser().resolve())
-        sp = self.lib.space()
-        with self.lib.db() as s:
-            row = s.execute(select(Image.id, Image.size, Image.mtime_ns).join(Descriptor, Descriptor.image_id == Image.id)
-                            .where(Image.path == p, Descriptor.space_id == sp.id)).first()
+        p = os.path.realpath(path)
+        with self.svc.db() as s:
+            row = s.execute(select(Image.id, Image.size, Image.mtime_ns, Image.digest, Image.width, Image.height)
+                            .join(Descriptor, Descriptor.image_id == Image.id)
+                            .where(Image.path == paths.to_db(p), Descriptor.space_id == snap.space.id, Image.status == "indexed")).first()
         if row is None:
             return None
-        st = Path(p).stat()
-        return row[0] if (st.st_size, st.st_mtime_ns) == (row[1], row[2]) else None
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        return row if (st.st_size, st.st_mtime_ns) == (row[1], row[2]) else None
 
-    def feature_map(self, req: SearchRequest) -> FeatureMap:
-        """The full-image feature map of the query, cached (LRU) by path + mtime (or pixels id)."""
-        key = self._map_key(req)
+    def _map_key(self, req: SearchRequest, snap: Snapshot) -> tuple:
+        """Content key of the query's feature map: path + size + mtime, or a digest of the pixels
+        (never the object's id: CPython reuses ids)."""
+        if req.path:
+            st = os.stat(req.path)
+            return ("path", os.path.realpath(req.path), st.st_size, st.st_mtime_ns, snap.space.key)
+        im = req.image
+        return ("pixels", hashlib.sha1(im.tobytes()).hexdigest(), im.size, im.mode, snap.space.key)
+
+    def feature_map(self, req: SearchRequest, snap: Snapshot) -> tuple[FeatureMap, bool]:
+        """(full-image feature map of the query, whether the CNN ran), cached (LRU) by content."""
+        key = self._map_key(req, snap)
         with self._lock:
             if key in self._maps:
                 self._maps.move_to_end(key)
-                return self._maps[key]
-        ex = self.lib.extractor()
+                return self._maps[key], False
+        ex = self.svc.extractor(snap.space)
         prepared = ex.prepare_path(req.path) if req.path else ex.prepare_image(req.image)
-        fm = ex.feature_maps([prepared])[0]
+        with self.svc.interactive:
+            fm = ex.feature_maps([prepared])[0]
         with self._lock:
             self._maps[key] = fm
             while len(self._maps) > self._cache_size:
                 self._maps.popitem(last=False)
-        return fm
+        return fm, True
 
-    def query_descriptor(self, req: SearchRequest) -> tuple[np.ndarray, np.ndarray | None, tuple, bool]:
-        """(raw (C,), weights grid or None, oriented query size, used_cnn)."""
-        mu = self.lib.mu()
-        if mu is None:
-            raise HeatSearchError("the library has no indexed photos yet")
-        params = self.lib.hew_params()
-        if req.box is None:
-            own = self._library_image(req.path)
-            if own is not None:  # a library photo: its stored descriptor, no CNN
-                with self.lib.db() as s:
-                    d = s.get(Descriptor, (own, self.lib.space().id))
-                    im = s.get(Image, own)
-                    grid = np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32)
-                    return f32(d.raw), grid, (im.width, im.height), False
-        if req.box is not None and req.mode == "crop":
-            ex = self.lib.extractor()
+    def query_size(self, req: SearchRequest) -> tuple[int, int]:
+        return image_size(req.path) if req.path else req.image.size
+
+    def query_descriptor(self, req: SearchRequest, snap: Snapshot, plan: policy.SearchPlan
+                         ) -> tuple[Described, tuple[int, int], bool, tuple | None]:
+        """(description, oriented query size, used_cnn, library row or None)."""
+        params = HewParams(snap.space.threshold, snap.space.z_ratio)
+        own = self._library_row(req.path, snap)
+        if req.box is None and own is not None:  # a library photo: its stored descriptor, no CNN
+            with self.svc.db() as s:
+                d = s.get(Descriptor, (own[0], snap.space.id))
+                grid = np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32)
+                return Described(f32(d.raw).copy(), grid), (own[4], own[5]), False, own
+        if req.box is not None and plan.box_mode == "crop":
+            ex = self.svc.extractor(snap.space)
             prepared = ex.prepare_path(req.path, req.box) if req.path else ex.prepare_image(req.image, req.box)
-            m = ex.forward([prepared.tensor])[0]
-            d = describe_tensors([m], mu, ex.hew_dtype, params)[0]
-            return d.raw, d.weights, prepared.orig_size, True
-        had = self._cached(req)
-        fm = self.feature_map(req)
-        mask = fm.box_mask(clip_box(req.box, fm.orig_size)) if req.box is not None else None
-        d = describe_map(fm, mu, mask, params)
-        return d.raw, d.weights, fm.orig_size, not had
-
-    @staticmethod
-    def _map_key(req: SearchRequest) -> tuple:
-        if req.path:
-            st = Path(req.path).stat()
-            return ("path", str(Path(req.path).resolve()), st.st_size, st.st_mtime_ns)
-        return ("pixels", id(req.image), req.image.size)
-
-    def _cached(self, req) -> bool:
-        try:
-            key = self._map_key(req)
-        except OSError:
-            return False
-        with self._lock:
-            return key in self._maps
+            with self.svc.interactive:
+                m = ex.forward([prepared.array])[0]
+            d = describe_features(np.ascontiguousarray(m.transpose(1, 2, 0)), snap.mu, params)
+            fm = FeatureMap(m.transpose(1, 2, 0), prepared.scale, prepared.offset, prepared.orig_size, ex.stride)
+            d.where = fm.cells_rect(slice(0, m.shape[1]), slice(0, m.shape[2]))
+            return d, prepared.orig_size, True, own
+        fm, ran = self.feature_map(req, snap)
+        d = describe_map(fm, snap.mu, req.box, params)
+        return d, fm.orig_size, ran, own
 
     # ---- search ---------------------------------------------------------------------------------
     def search(self, req: SearchRequest) -> SearchResult:
         t0 = time.perf_counter()
+        snap = self.svc.snapshot()
         if req.path is None and req.image is None:
-            raise HeatSearchError("a search needs an image")
-        raw, weights, size, used_cnn = self.query_descriptor(req)
+            raise InputError("a search needs a photo")
+        if req.path is not None and not os.path.isfile(req.path):
+            raise InputError(f"no such photo: {paths.display(req.path)}")
+        if not snap.ready:
+            raise HeatSearchError("the library has no indexed photos yet" if snap.space is not None
+                                  else "the library is not open yet")
+        if req.top < 1:
+            raise InputError(f"the number of results must be at least 1, got {req.top}")
+        if req.box is not None:
+            try:
+                size = self.query_size(req)
+            except ImageError as e:
+                raise InputError(f"cannot read the query photo: {e}") from e
+            req = _with_box(req, check_box(req.box, size))
+        plan = policy.search_plan(snap.n_alive, req.box is not None, req.qe, req.her, req.mode, req.qe_n, req.qe_alpha, req.her_k)
+        try:
+            d, size, used_cnn, own = self.query_descriptor(req, snap, plan)
+        except ImageError as e:
+            raise InputError(f"cannot read the query photo: {e}") from e
         t1 = time.perf_counter()
-        hits, timings = self.rank(raw, req)
+        pinned = self._pinned(req, own, snap)
+        hits, total, timings = self.rank(d.raw, req, snap, plan, pinned)
         timings.update(query_ms=(t1 - t0) * 1000)
-        if weights is not None:
-            weights = weights / max(float(weights.max()), 1e-12)
-        return SearchResult(req.id, hits, weights, tuple(size), req.box, used_cnn, timings)
+        w = d.weights / max(float(d.weights.max()), 1e-12) if d.weights is not None else None
+        return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
+                            d.where if req.box is not None else None, plan, total, snap.generation)
 
-    def rank(self, raw: np.ndarray, req: SearchRequest) -> tuple[list[Hit], dict]:
-        """ANN shortlist (>= HeR's k) -> QE -> HeR, on the whitened descriptors held by the index."""
+    def _pinned(self, req: SearchRequest, own, snap: Snapshot) -> list[int]:
+        """Catalog ids byte-identical to the query photo (the photo itself first): ranked first."""
+        if req.box is not None or not req.path:
+            return []
+        digest = own[3] if own is not None else None
+        if digest is None:
+            try:
+                if os.path.getsize(req.path) > (256 << 20):
+                    return []
+                digest = file_digest(req.path)
+            except (OSError, ImageError):
+                return []
+        with self.svc.db() as s:
+            ids = list(s.scalars(select(Image.id).where(Image.digest == digest, Image.status == "indexed").order_by(Image.id)))
+        live = set(snap.ids[np.isin(snap.ids, ids)].tolist()) if ids else set()
+        ids = [i for i in ids if i in live]
+        if own is not None and own[0] in ids:
+            ids.remove(own[0])
+            ids.insert(0, own[0])
+        return ids
+
+    def allowed_mask(self, snap: Snapshot, filters: Filters) -> np.ndarray | None:
+        """(n,) bool over the snapshot's slots for `filters`, or None when there are none."""
+        if not filters.active:
+            return None
+        q = select(Image.id, Image.path, Image.taken, Image.folder_id).where(Image.status == "indexed")
+        if filters.after is not None:
+            q = q.where(Image.taken >= filters.after)
+        if filters.before is not None:
+            q = q.where(Image.taken < filters.before)
+        with self.svc.db() as s:
+            rows = s.execute(q).all()
+        if filters.folders:
+            rows = [r for r in rows if any(paths.is_within(paths.from_db(r[1]), f) for f in filters.folders)]
+        return np.isin(snap.ids, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+
+    def rank(self, raw: np.ndarray, req: SearchRequest, snap: Snapshot, plan: policy.SearchPlan,
+             pinned: list[int] = ()) -> tuple[list[Hit], int, dict]:
+        """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
+        before the cut-off, timings)."""
         t0 = time.perf_counter()
-        ann = self.lib.ann()
-        q = self.lib.whitening().apply(raw)[0]
-        k = max(req.top, req.her_k if req.her else 0, req.qe_n if req.qe else 0)
-        ids, sims = ann.search(q, k)
+        q = snap.whitening.apply(raw)[0]
+        allowed = self.allowed_mask(snap, req.filters)
+        k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
+        slots, sims = snap.search(q, k, allowed)
         t1 = time.perf_counter()
-        source = q
-        final = ids
-        if len(ids):
-            vecs = ann.vectors(ids)
-            order = np.arange(len(ids))
-            if req.qe:
-                source = expand_query(q, vecs, order, req.qe_n, req.qe_alpha)
-                if not req.her:  # with HeR the QE vector only serves as the heat source
-                    final, _ = ann.search(source, k)
-            if req.her:
-                # QE+HeR: heat from the QE vector over the original query's shortlist
-                final = ids[her_rerank(source, vecs, order, req.her_k)]
+        scores = sims.astype(np.float64)
+        final = slots
+        if len(slots):
+            vecs = snap.vectors[slots]
+            order = np.arange(len(slots))
+            source = q
+            if plan.qe:
+                source = expand_query(q, vecs, order, plan.qe_n, plan.qe_alpha)
+                if not plan.her:  # with HeR the QE vector only serves as the heat source
+                    final, scores = snap.search(source, k, allowed)
+                    scores = scores.astype(np.float64)
+            if plan.her:
+                # heat from the (QE) source over the original query's shortlist
+                new, heat = her_rerank(source, vecs, order, plan.her_k, return_heat=True)
+                final = slots[new]
+                if heat is not None:
+                    rel = np.clip(heat / max(float(heat[0]), 1e-300), 0.0, 1.0)
+                    tail = np.minimum(sims[new[len(heat):]], rel[-1]) if len(new) > len(heat) else np.zeros(0)
+                    scores = np.concatenate([rel, tail])
+                else:
+                    scores = sims[new].astype(np.float64)
         t2 = time.perf_counter()
-        final = final[: req.top]
-        fvecs = ann.vectors(final) if len(final) else np.zeros((0, len(q)), np.float32)
-        scores = fvecs @ q
-        hits = self._hits(final, scores, req.min_score)
-        return hits, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000, "total_ms": (time.perf_counter() - t0) * 1000}
+        ids = snap.ids[final]
+        if pinned:
+            keep = ~np.isin(ids, pinned)
+            ids = np.concatenate([np.asarray(pinned, np.int64), ids[keep]])
+            scores = np.concatenate([np.ones(len(pinned)), scores[keep]])
+        scores = np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
+        slot_of = {int(snap.ids[sl]): int(sl) for sl in final[: req.top + 200]}
+        for i in pinned:
+            if i not in slot_of:
+                slot_of[i] = int(np.nonzero(snap.ids == i)[0][0])
+        hits = self._hits(ids, scores, q, snap, req, set(pinned), slot_of)
+        total = len(hits)
+        hits = [h for h in hits if h.score >= req.min_score][: req.top]
+        for i, h in enumerate(hits):
+            h.rank = i + 1
+        return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
+                             "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}
 
-    def _hits(self, ids, scores, min_score) -> list[Hit]:
-        ids = [int(i) for i in ids]
-        with self.lib.db() as s:
-            rows = {i: (p, w, h) for i, p, w, h in s.execute(select(Image.id, Image.path, Image.width, Image.height).where(Image.id.in_(ids)))}
+    def _hits(self, ids, scores, q, snap: Snapshot, req: SearchRequest, pinned: set, slot_of: dict) -> list[Hit]:
+        ids = [int(i) for i in ids[: req.top + 200]]
+        rows = self.svc.image_rows(ids)
+        seen_digest: set[str] = set()
         hits = []
         for i, sc in zip(ids, scores):
-            if i in rows and sc >= min_score:  # an id the catalog no longer has is dropped
-                p, w, h = rows[i]
-                hits.append(Hit(i, p, float(sc), len(hits) + 1, w, h))
+            r = rows.get(i)
+            if r is None or r["status"] != "indexed":  # forgotten or missing since the snapshot
+                continue
+            if req.hide_duplicates and r["digest"]:
+                if r["digest"] in seen_digest:
+                    continue
+                seen_digest.add(r["digest"])
+            state = snap.folder_state(r["folder_id"])
+            if state == "ok" and not os.path.exists(r["path"]):
+                state = "missing"
+            sim = float(snap.vectors[slot_of[i]] @ q)
+            hits.append(Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned))
+            if len(hits) >= req.top + 50:
+                break
         return hits
 
     def heat_grid(self, image_id: int) -> np.ndarray | None:
-        """The stored (H, W) float32 heat grid of a library image (max 1), or None."""
-        with self.lib.db() as s:
-            d = s.get(Descriptor, (image_id, self.lib.space().id))
-            if d is None:
-                return None
-            return np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32)
+        return self.svc.heat_grid(image_id)
+
+
+def _with_box(req: SearchRequest, box) -> SearchRequest:
+    from dataclasses import replace
+
+    return replace(req, box=tuple(box))
+
+
+class SearchWorker:
+    """Answers requests one at a time on its own thread, newest first: a request superseded before
+    it started is skipped (box dragging sends many). Results and errors go to the callbacks, on
+    this worker's thread (the GUI forwards them with a queued signal)."""
+
+    def __init__(self, searcher: Searcher, on_result: Callable[[SearchResult], None],
+                 on_error: Callable[[int, str], None]):
+        self.searcher = searcher
+        self.on_result, self.on_error = on_result, on_error
+        self._cond = threading.Condition()
+        self._pending: SearchRequest | None = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="heatsearch-search", daemon=True)
+        self._thread.start()
+
+    def submit(self, req: SearchRequest) -> None:
+        with self._cond:
+            self._pending = req
+            self._cond.notify()
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self):
+        while True:
+            with self._cond:
+                while self._pending is None and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                req, self._pending = self._pending, None
+            try:
+                self.on_result(self.searcher.search(req))
+            except HeatSearchError as e:
+                self.on_error(req.id, str(e))
+            except Exception as e:  # noqa: BLE001 - shown to the user, never a silent thread death
+                traceback.print_exc()
+                self.on_error(req.id, f"search failed: {type(e).__name__}: {e}")

@@ -1,0 +1,298 @@
+"""Inference engines: one small interface (prepared batch -> feature maps) over PyTorch (the
+reference; CPU, CUDA, MPS), ONNX Runtime and OpenVINO.
+
+    engine.run(x)   x: (B, 3, H, W) float32 numpy  ->  (B, C, h, w) float32 numpy, every value >= 0
+
+Exact engines (f32) give the same feature maps as PyTorch on the CPU to ~1e-5 relative and share
+its descriptor space: switching between them needs no re-index. Reduced precision ("fastest":
+fp16 on CUDA, bf16 on a CPU that has it) is its own descriptor space.
+
+The CPU runtimes run an ONNX export of the backbone with dynamic height and width. The export is
+made once per (backbone, weights digest, export format), in a child process so that this process
+never imports PyTorch on the default path, checked against PyTorch on two input sizes, and cached
+in the models folder. A runtime that is missing, or an export or load that fails, falls back to
+PyTorch with one log line.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import EngineError
+from .registry import Backbone
+
+ENGINES = ("torch", "onnxruntime", "openvino")
+# Bumped whenever the exported graph changes (padding, opset, output); part of the cache key.
+EXPORT_FORMAT = 1
+OPSET = 17
+# "auto" on the CPU takes the first exact runtime installed, in this order. Measured on the
+# development machine (2 cores, AVX2, Lite2 at 1024x768): OpenVINO 340 ms, ONNX Runtime 403 ms,
+# PyTorch 879 ms per photo (benchmarks/index_throughput.py prints the current figures).
+CPU_PREFERENCE = ("openvino", "onnxruntime", "torch")
+PLAIN_NAMES = {"torch": "PyTorch", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+
+
+def installed(name: str) -> bool:
+    """Whether the runtime `name` can be imported (without importing it)."""
+    return importlib.util.find_spec(name) is not None
+
+
+def available_engines() -> list[str]:
+    return [e for e in ENGINES if installed(e)]
+
+
+def threads() -> int:
+    """CPU threads for inference: $HEATSEARCH_THREADS, else every core the process may use."""
+    env = os.environ.get("HEATSEARCH_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def accelerator() -> str | None:
+    """'cuda' or 'mps' when PyTorch is installed and sees one, else None (imports torch only if
+    it is installed)."""
+    if not installed("torch"):
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return None
+
+
+def available_devices() -> list[str]:
+    """Devices that can run here: 'cpu' and whichever accelerator PyTorch sees."""
+    acc = accelerator()
+    return ["cpu"] + ([acc] if acc else [])
+
+
+class Engine:
+    """Runs one backbone. name: torch | onnxruntime | openvino; device: cpu | cuda | mps;
+    precision: f32 (exact), f16 or bf16 (reduced: its own descriptor space)."""
+
+    name = "?"
+    device = "cpu"
+    precision = "f32"
+    max_batch = 1  # on the CPU one photo per call: batches of 8 were 1.6x slower per photo (Lite2, 2 cores)
+
+    @property
+    def exact(self) -> bool:
+        return self.precision == "f32"
+
+    @property
+    def label(self) -> str:
+        """Plain words for the status bar and Settings, e.g. 'OpenVINO on the CPU (exact)'."""
+        where = "the CPU" if self.device == "cpu" else f"the GPU ({self.device})"
+        return f"{PLAIN_NAMES.get(self.name, self.name)} on {where} ({'exact' if self.exact else self.precision})"
+
+    def run(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class TorchEngine(Engine):
+    """The reference. exact: float32 everywhere (TF32 off on CUDA); fastest: fp16 autocast on CUDA."""
+
+    name = "torch"
+
+    def __init__(self, bb: Backbone, device: str = "cpu", fastest: bool = False):
+        import torch
+
+        self.torch = torch
+        if device == "cuda":
+            torch.backends.cudnn.allow_tf32 = False  # TF32 convolutions would leave the exact space
+            torch.backends.cuda.matmul.allow_tf32 = False
+        self.device = device
+        self.dev = torch.device(device)
+        self.precision = "f16" if (fastest and device == "cuda") else "f32"
+        self.max_batch = 1 if device == "cpu" else 16
+        self.module = bb.module.to(self.dev).eval()
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        torch = self.torch
+        with torch.inference_mode():
+            t = torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(self.dev)
+            with torch.autocast(self.dev.type, dtype=torch.float16, enabled=self.precision == "f16"):
+                y = self.module(t)
+            return y.float().clamp_min_(0).cpu().numpy()  # fp16 can leave -0.0 and tiny negatives
+
+
+class OnnxRuntimeEngine(Engine):
+    name = "onnxruntime"
+
+    def __init__(self, onnx_path: Path):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads()
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+        self.input = self.session.get_inputs()[0].name
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        y = self.session.run(None, {self.input: np.ascontiguousarray(x, np.float32)})[0]
+        return np.maximum(y, 0, out=y)
+
+
+def cpu_has_bf16() -> bool:
+    """Whether OpenVINO can run bf16 natively on this CPU (AVX512-BF16 or AMX)."""
+    if not installed("openvino"):
+        return False
+    import openvino as ov
+
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+class OpenVinoEngine(Engine):
+    name = "openvino"
+
+    def __init__(self, onnx_path: Path, cache_dir: Path, fastest: bool = False):
+        import openvino as ov
+
+        core = ov.Core()
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        core.set_property({"CACHE_DIR": str(cache_dir)})  # compiled blobs: later loads take a fraction
+        self.precision = "bf16" if (fastest and cpu_has_bf16()) else "f32"
+        cfg = {"INFERENCE_PRECISION_HINT": self.precision, "INFERENCE_NUM_THREADS": str(threads()),
+               "PERFORMANCE_HINT": "LATENCY"}
+        self.compiled = core.compile_model(core.read_model(str(onnx_path)), "CPU", cfg)
+        self.request = self.compiled.create_infer_request()
+        import threading
+
+        self._lock = threading.Lock()  # one infer request: the indexer and a search take turns
+
+    def run(self, x: np.ndarray) -> np.ndarray:
+        with self._lock:
+            y = self.request.infer({0: np.ascontiguousarray(x, np.float32)})[0]
+            y = np.array(y, dtype=np.float32, copy=True)  # the request reuses its output buffer
+        return np.maximum(y, 0, out=y)
+
+
+# ---- ONNX export cache ------------------------------------------------------------------------
+
+def onnx_name(bb: Backbone) -> str:
+    return f"{bb.name}-{bb.weights_digest}-f{EXPORT_FORMAT}.onnx"
+
+
+def bundled_models_dir() -> Path:
+    """Exported models shipped with a bundle (resources/models), or beside a checkout."""
+    base = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parents[3]))
+    return base / "resources" / "models"
+
+
+def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = print, timeout: float = 600) -> Path:
+    """The ONNX file of `bb` (dynamic height and width): bundled, cached, or exported now.
+
+    The export runs in a child process (`python -m app.core.features.export`): PyTorch stays out
+    of this process, and a crash or hang of the exporter cannot take the app with it.
+    Raises EngineError when it cannot be made."""
+    name = onnx_name(bb)
+    for d in (bundled_models_dir(), models_dir):
+        if (d / name).is_file():
+            return d / name
+    if not installed("torch"):
+        raise EngineError(f"no exported model for {bb.name} and PyTorch is not installed to make one")
+    if getattr(sys, "frozen", False):
+        raise EngineError("this build cannot export models")
+    models_dir.mkdir(parents=True, exist_ok=True)
+    out = models_dir / name
+    log(f"preparing the fast engine for {bb.name} (once; about a minute at most)")
+    cmd = [sys.executable, "-m", "app.core.features.export", bb.name, bb.weights_path if bb.name != "tiny-random" else "",
+           str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])}
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        raise EngineError(f"the model export took longer than {timeout:.0f} s") from e
+    if r.returncode != 0 or not out.is_file():
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise EngineError(f"the model export failed: {last[:300]}")
+    return out
+
+
+# ---- choosing and creating ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """What the user asked for. engine: auto | torch | onnxruntime | openvino;
+    device: auto | cpu | cuda | mps; fastest: reduced precision allowed (own descriptor space)."""
+
+    engine: str = "auto"
+    device: str = "auto"
+    fastest: bool = False
+
+    def resolve_device(self) -> str:
+        if self.device in ("", "auto"):
+            return accelerator() or "cpu"
+        if self.device != "cpu" and self.device.split(":")[0] not in available_devices():
+            raise EngineError(f"device '{self.device}' is not available here (available: {', '.join(available_devices())})")
+        return self.device
+
+    def candidates(self) -> list[str]:
+        """Engines to try, best first: the one asked for, then the fallback to PyTorch."""
+        dev = self.resolve_device()
+        if self.engine not in ("auto", *ENGINES):
+            raise EngineError(f"unknown engine '{self.engine}' (auto, {', '.join(ENGINES)})")
+        if dev != "cpu":
+            if self.engine not in ("auto", "torch"):
+                raise EngineError(f"{PLAIN_NAMES[self.engine]} runs on the CPU here; use the GPU with PyTorch (engine auto)")
+            return ["torch"]
+        if self.engine == "auto":
+            return [e for e in CPU_PREFERENCE if installed(e)]
+        return [self.engine] + (["torch"] if self.engine != "torch" else [])
+
+
+def precision_of(choice: EngineChoice) -> str:
+    """The precision an engine made for `choice` will run at (part of the descriptor space), known
+    without building it: f16 on CUDA or bf16 on a bf16 CPU when `fastest`, else f32."""
+    if not choice.fastest:
+        return "f32"
+    dev = choice.resolve_device()
+    if dev == "cuda":
+        return "f16"
+    if dev == "cpu" and "openvino" in choice.candidates()[:1] and cpu_has_bf16():
+        return "bf16"
+    return "f32"
+
+
+def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Callable[[str], None] = print) -> Engine:
+    """Build the engine for `bb`: the first candidate that works. A failure of a CPU runtime (not
+    installed, export or load failed) logs one line and falls back to PyTorch.
+    Raises EngineError when nothing can run it (e.g. no PyTorch and no exported model)."""
+    dev = choice.resolve_device()
+    errors = []
+    for name in choice.candidates():
+        try:
+            if name == "torch":
+                if not installed("torch"):
+                    raise EngineError("PyTorch is not installed")
+                return TorchEngine(bb, dev, choice.fastest)
+            if not installed(name):
+                raise EngineError(f"{PLAIN_NAMES[name]} is not installed")
+            path = ensure_onnx(bb, models_dir, log)
+            if name == "onnxruntime":
+                return OnnxRuntimeEngine(path)
+            return OpenVinoEngine(path, models_dir / "openvino-cache", choice.fastest)
+        except Exception as e:  # noqa: BLE001 - any failure of an optional runtime means: fall back
+            msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+            errors.append(f"{PLAIN_NAMES[name]}: {msg}")
+            if name != "torch":
+                log(f"{PLAIN_NAMES[name]} unavailable for {bb.name} ({msg}); falling back")
+    raise EngineError(f"no engine can run {bb.name}: " + "; ".join(errors))

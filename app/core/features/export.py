@@ -1,0 +1,95 @@
+"""Export a backbone to ONNX with dynamic batch, height and width, and check it against PyTorch.
+
+    python -m app.core.features.export NAME WEIGHTS_FILE_OR_EMPTY OUT.onnx
+
+Run in a child process by `engine.ensure_onnx` (and by packaging/build.py for the bundle). Writes
+OUT.onnx atomically, only after the exported model matched PyTorch within 1e-4 (relative to the
+largest activation) on an even and an odd input size: a model traced with its padding frozen to
+one size fails that check instead of being cached.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+TOLERANCE = 1e-4
+CHECK_SIZES = ((1, 3, 96, 128), (1, 3, 131, 77))
+
+
+def export(name: str, weights: str | None, out: Path) -> float:
+    """Export and verify; returns the largest relative difference seen. Raises RuntimeError."""
+    import torch
+
+    from .engine import OPSET
+    from .registry import load_backbone
+
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    module = load_backbone(name, weights or None).module.eval()
+    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
+    x = torch.zeros(*CHECK_SIZES[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:  # the TorchScript exporter: ~1 s, and it traces the shape arithmetic of the padding
+            torch.onnx.export(module, (x,), str(tmp), input_names=["image"], output_names=["features"],
+                              dynamic_axes={"image": {0: "batch", 2: "height", 3: "width"}}, opset_version=OPSET,
+                              dynamo=False)
+        except Exception:  # noqa: BLE001 - a torch without it: the torch.export-based exporter (~30 s)
+            dim_h = torch.export.Dim("height", min=16, max=8192)
+            dim_w = torch.export.Dim("width", min=16, max=8192)
+            torch.onnx.export(module, (x,), str(tmp), input_names=["image"], output_names=["features"],
+                              dynamic_shapes={"x": {2: dim_h, 3: dim_w}}, dynamo=True, external_data=False)
+    worst = 0.0
+    try:
+        run = _runner(tmp)
+        for shape in CHECK_SIZES:
+            inp = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
+            with torch.inference_mode():
+                ref = module(inp).numpy()
+            got = run(inp.numpy())
+            if got.shape != ref.shape:
+                raise RuntimeError(f"exported model gives {got.shape} for {shape}, PyTorch {ref.shape}")
+            worst = max(worst, float(np.abs(got - ref).max() / max(float(np.abs(ref).max()), 1e-12)))
+        if worst > TOLERANCE:
+            raise RuntimeError(f"exported model differs from PyTorch by {worst:.2e} (> {TOLERANCE})")
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return worst
+
+
+def _runner(path: Path):
+    """A function running the ONNX file with whichever runtime is installed."""
+    try:
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return lambda a: sess.run(None, {sess.get_inputs()[0].name: a})[0]
+    except ImportError:
+        import openvino as ov
+
+        compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        return lambda a: np.asarray(compiled({0: a})[0])
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3:
+        print("usage: python -m app.core.features.export NAME WEIGHTS_FILE_OR_EMPTY OUT.onnx", file=sys.stderr)
+        return 2
+    name, weights, out = argv
+    try:
+        worst = export(name, weights, Path(out))
+    except Exception as e:  # noqa: BLE001 - one line for the parent's log
+        print(f"export failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 1
+    print(f"exported {name} to {out} (max relative difference to PyTorch {worst:.1e})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,514 @@
+"""The library service: one writer thread that owns every change, lock-free reads of immutable
+snapshots, and a cross-process lock on the data folder.
+
+    svc = LibraryService(home)              # takes the lock (or read_only=True)
+    cmd = svc.index(["~/Pictures"])         # a Command: runs on the writer thread
+    for ev in cmd.events(): ...             # or svc.subscribe(callback) for every event
+    snap = svc.snapshot()                   # any thread, any time: consistent, never blocks
+    svc.close()
+
+Threads (the rules the GUI and the CLI rely on):
+- `heatsearch-writer` runs commands one at a time: indexing, add folder, forget, settings change,
+  whitening refit, rebuild, save, purge. Nothing else writes the catalog or the vector files.
+- Readers (searches, the GUI) call `snapshot()`, `stats()` and the small read helpers; they never
+  wait for the writer. A command that conflicts with a running indexing job (forget, a new model)
+  cancels it between batches, runs, and indexing resumes by itself.
+- Events (progress, snapshot, stats, log, done, failed) are delivered to subscribers on the writer
+  thread; the GUI forwards them to its own thread with queued signals.
+- A search that needs the CNN raises `interactive` for its duration; indexing yields the engine
+  to it between photos.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+from sqlalchemy import select
+
+from ..catalog.models import Descriptor, Folder, Image
+from ..catalog.store import open_catalog
+from ..config import Settings, check_home, home_dir, models_dir
+from ..errors import Cancelled, HeatSearchError, ReadOnlyError
+from ..features.engine import EngineChoice
+from ..features.extractor import Extractor
+from . import paths
+from .lock import LibraryLock
+from .snapshot import Snapshot, SpaceInfo
+from .writer import LibraryWriter
+
+
+@dataclass
+class Event:
+    """kind: progress | snapshot | stats | log | started | done | failed. command: the id of the
+    command it belongs to (0 for library-wide events). data: Progress, dict, str or a result."""
+
+    kind: str
+    command: int
+    data: Any = None
+
+
+class JobControl:
+    """Pause / resume / cancel from any thread; a job honours them between steps. Paused time is
+    accounted so rates and ETAs can leave it out."""
+
+    def __init__(self):
+        self._run = threading.Event()
+        self._run.set()
+        self._cancel = threading.Event()
+        self.preempted = False
+        self.paused_s = 0.0
+
+    def pause(self):
+        self._run.clear()
+
+    def resume(self):
+        self._run.set()
+
+    def cancel(self, preempted: bool = False):
+        self.preempted = self.preempted or preempted
+        self._cancel.set()
+        self._run.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._run.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def wait(self) -> None:
+        """Block while paused (returns at once when running or cancelled)."""
+        if self._run.is_set():
+            return
+        t = time.monotonic()
+        self._run.wait()
+        self.paused_s += time.monotonic() - t
+
+    def check(self) -> None:
+        self.wait()
+        if self.cancelled:
+            raise Cancelled("cancelled")
+
+
+@dataclass
+class Command:
+    id: int
+    name: str
+    fn: Callable[["Command"], Any]
+    control: JobControl = field(default_factory=JobControl)
+    future: Future = field(default_factory=Future)
+    preempts: bool = False  # cancels a running indexing job (which then resumes by itself)
+    _events: "queue.Queue | None" = None
+
+    def result(self, timeout: float | None = None):
+        return self.future.result(timeout)
+
+    def events(self) -> Iterator[Event]:
+        """This command's events until it ends (done/failed), for callers on another thread."""
+        if self._events is None:
+            raise RuntimeError("events() must be asked for before the command is submitted (svc.submit(..., stream=True))")
+        while True:
+            ev = self._events.get()
+            yield ev
+            if ev.kind in ("done", "failed"):
+                return
+
+
+class LibraryService:
+    def __init__(self, home=None, settings: Settings | None = None, *, read_only: bool = False,
+                 wait: float = 0.0, on_wait: Callable[[str], None] | None = None, start: bool = True):
+        """Open the library in `home` (default: home_dir()). Unless read_only, take the data folder's
+        write lock, waiting up to `wait` seconds (on_wait is told who holds it); LibraryBusyError
+        when it stays taken. The writer thread then loads the active space in the background:
+        `wait_ready()` blocks until the first snapshot is published."""
+        self.home = check_home(home_dir(home)) if not read_only else home_dir(home)
+        self.settings = settings or Settings.load(self.home)
+        self.read_only = read_only
+        self.lock = LibraryLock(self.home)
+        if not read_only:
+            self.lock.acquire(wait, on_wait)
+        try:
+            self.db = open_catalog(self.home / "catalog.sqlite", read_only)
+            self._check_home_not_in_folders()
+        except BaseException:
+            self.lock.release()
+            raise
+        self._snapshot = Snapshot(read_only=read_only)
+        self._stats: dict = {"folders": [], "images": 0, "indexed": 0, "failed": 0, "missing": 0}
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._queue: queue.Queue[Command | None] = queue.Queue()
+        self._ids = itertools.count(1)
+        self._current: Command | None = None
+        self._ready = threading.Event()
+        self.open_error: str | None = None
+        self.interactive = _Counter()
+        self._extractor_lock = threading.Lock()
+        self._extractor: tuple[tuple, Extractor] | None = None
+        self.writer = LibraryWriter(self.home, self.db, self.settings, self._set_snapshot, self._log, read_only)
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="heatsearch-writer", daemon=True)
+        self.submit("open", self._open)
+        if start:
+            self._thread.start()
+
+    def _check_home_not_in_folders(self) -> None:
+        with self.db() as s:
+            for (p,) in s.execute(select(Folder.path)):
+                if paths.is_within(self.home, paths.from_db(p)):
+                    raise HeatSearchError(f"the data folder {self.home} lies inside the photo folder {paths.display(paths.from_db(p))}; "
+                                          "HeatSearch never writes into photo folders: choose another --home")
+
+    # ---- reads: any thread, never blocking on the writer ----------------------------------------
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def stats(self) -> dict:
+        return self._stats
+
+    def wait_ready(self, timeout: float | None = None) -> Snapshot:
+        """Block until the first snapshot is published (the open command ran). Raises the open
+        error (e.g. missing weights) as a HeatSearchError."""
+        if not self._ready.wait(timeout):
+            raise HeatSearchError("the library did not open in time")
+        if self.open_error:
+            raise HeatSearchError(self.open_error)
+        return self._snapshot
+
+    def failures(self) -> list[tuple[str, str]]:
+        with self.db() as s:
+            rows = s.execute(select(Image.path, Image.error).where(Image.status == "failed").order_by(Image.path)).all()
+        return [(paths.from_db(p), e) for p, e in rows]
+
+    def missing(self) -> list[str]:
+        with self.db() as s:
+            return [paths.from_db(p) for p in s.scalars(select(Image.path).where(Image.status == "missing").order_by(Image.path))]
+
+    def heat_grid(self, image_id: int, space: SpaceInfo | None = None) -> np.ndarray | None:
+        """The stored (H, W) float32 heat grid of a library image (max 1), or None."""
+        space = space or self._snapshot.space
+        if space is None:
+            return None
+        with self.db() as s:
+            d = s.get(Descriptor, (image_id, space.id))
+            if d is None:
+                return None
+            return np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32)
+
+    def image_rows(self, ids) -> dict[int, dict]:
+        """id -> {path, width, height, folder_id, digest, taken, size, status} for catalog ids."""
+        ids = [int(i) for i in ids]
+        out = {}
+        with self.db() as s:
+            for chunk in _chunks(ids, 900):
+                for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.folder_id, Image.digest,
+                                          Image.taken, Image.size, Image.status, Image.sharpness).where(Image.id.in_(chunk))):
+                    out[r[0]] = {"path": paths.from_db(r[1]), "width": r[2], "height": r[3], "folder_id": r[4],
+                                 "digest": r[5], "taken": r[6], "size": r[7], "status": r[8], "sharpness": r[9]}
+        return out
+
+    # ---- the model -------------------------------------------------------------------------------------
+    def extractor(self, space: SpaceInfo | None = None) -> Extractor:
+        """The extractor for `space` (default: the snapshot's), built on first use (seconds) and
+        shared by indexing and searches. Thread-safe."""
+        space = space or self._snapshot.space
+        st = self.settings
+        if space is None:
+            raise HeatSearchError("the library has no active model yet")
+        key = (space.key, st.backbone, st.weights, st.engine, st.device, st.precision)
+        with self._extractor_lock:
+            if self._extractor is not None and self._extractor[0] == key:
+                return self._extractor[1]
+            from ..features.registry import load_backbone
+
+            bb = load_backbone(space.backbone, st.weights or None)
+            ex = Extractor.create(bb, EngineChoice(st.engine, st.device, st.precision == "fastest"), space.max_side,
+                                  models_dir(self.home), self._log)
+            if ex.engine.precision != space.precision:
+                raise HeatSearchError(f"the engine runs at {ex.engine.precision}, the library's vectors were made at "
+                                      f"{space.precision}: choose the matching precision in Settings")
+            if ex.channels != space.channels:
+                raise HeatSearchError(f"the model gives {ex.channels} channels, the library's space has {space.channels}")
+            old, self._extractor = self._extractor, (key, ex)
+            self._log(f"model {space.backbone} at {space.max_side} px on {ex.engine.label}")
+        if old is not None:
+            old[1].engine.close()
+        return ex
+
+    # ---- commands -----------------------------------------------------------------------------------------
+    def submit(self, name: str, fn: Callable[[Command], Any], preempts: bool = False, stream: bool = False,
+               control: JobControl | None = None) -> Command:
+        if self._closed:
+            raise HeatSearchError("the library is closed")
+        cmd = Command(next(self._ids), name, fn, control or JobControl(), preempts=preempts,
+                      _events=queue.Queue() if stream else None)
+        if preempts:
+            cur = self._current
+            if cur is not None and cur.name == "index":
+                cur.control.cancel(preempted=True)
+        self._queue.put(cmd)
+        return cmd
+
+    def index(self, folders=(), control: JobControl | None = None, stream: bool = False, verify: bool = False) -> Command:
+        """Add `folders` (if any) and index the whole library (incremental)."""
+        self._writable()
+        from ..pipeline.indexer import index_library
+
+        def run(cmd: Command):
+            for f in folders:
+                self.writer.add_folder(f)
+            last = None
+            for prog in index_library(self, cmd.control, verify=verify):
+                last = prog
+                self._emit(Event("progress", cmd.id, prog), cmd)
+                self._maybe_stats()
+            self._publish_stats()
+            if cmd.control.preempted:
+                self.submit("index", run, control=JobControl())  # resume after the preempting command
+            return last
+
+        return self.submit("index", run, control=control, stream=stream)
+
+    def add_folder(self, path, index: bool = True) -> Command:
+        self._writable()
+        cmd = self.submit("add_folder", lambda c: self.writer.add_folder(path))
+        if index:
+            self.index()
+        return cmd
+
+    def forget(self, path, missing_only: bool = False) -> Command:
+        self._writable()
+
+        def run(cmd):
+            n = self.writer.forget(path, missing_only)
+            self._publish_stats()
+            return n
+
+        return self.submit("forget", run, preempts=True)
+
+    def apply_settings(self, new: Settings, reindex: bool = True) -> Command:
+        """Switch to `new` settings: a new descriptor space is activated (and indexed when reindex),
+        a new D refits the whitening, other changes take effect on the next search."""
+        self._writable()
+
+        def run(cmd):
+            old = self.settings
+            new.save(self.home)
+            self.settings = new
+            self.writer.settings = new
+            if new.needs_new_space(old) or (new.engine, new.device) != (old.engine, old.device):
+                with self._extractor_lock:
+                    old_ex, self._extractor = self._extractor, None
+                if old_ex is not None:
+                    old_ex[1].engine.close()
+            if new.needs_new_space(old):
+                self.writer.activate(lambda: cmd.control.cancelled)
+                self._publish_stats()
+                if reindex:
+                    self.index()
+            elif new.dim != old.dim:
+                self.writer.refit_whitening(force=True, cancelled=lambda: cmd.control.cancelled)
+                self._publish_stats()
+            return True
+
+        return self.submit("settings", run, preempts=True)
+
+    def refit(self, force: bool = True) -> Command:
+        self._writable()
+        return self.submit("refit", lambda c: self.writer.refit_whitening(force, lambda: c.control.cancelled), preempts=True)
+
+    def rebuild(self) -> Command:
+        """Rebuild the vectors (and graph) from the catalog's descriptors (no CNN)."""
+        self._writable()
+
+        def run(cmd):
+            self.writer.rebuild_store(lambda: cmd.control.cancelled)
+            self.writer.save(force=True)
+            self.writer.publish()
+            return self.writer.store.alive
+
+        return self.submit("rebuild", run, preempts=True)
+
+    def purge(self) -> Command:
+        self._writable()
+        return self.submit("purge", lambda c: self.writer.purge_spaces(), preempts=True)
+
+    def refresh(self) -> Command:
+        """Re-read the catalog (read-only mode: pick up what the writing process did)."""
+
+        def run(cmd):
+            w = self.writer
+            w.refresh_folders()
+            if w.space is not None:
+                old_gen, old_white = w.generation, w.space.white_version
+                w.reload_space()
+                if w.space.white_version != old_white:
+                    w.rebuild_store()
+                elif w.generation != old_gen:
+                    w.catch_up(old_gen)
+            w.publish()
+            self._publish_stats()
+
+        return self.submit("refresh", run)
+
+    def cancel_running(self) -> None:
+        cur = self._current
+        if cur is not None:
+            cur.control.cancel()
+
+    @property
+    def running(self) -> Command | None:
+        return self._current
+
+    def _writable(self):
+        if self.read_only:
+            raise ReadOnlyError(f"the library in {self.home} is read-only here: {self.lock.describe_holder()} is writing it")
+
+    # ---- events -------------------------------------------------------------------------------------------
+    def subscribe(self, fn: Callable[[Event], None]) -> None:
+        self._subscribers.append(fn)
+
+    def unsubscribe(self, fn) -> None:
+        if fn in self._subscribers:
+            self._subscribers.remove(fn)
+
+    def _emit(self, ev: Event, cmd: Command | None = None) -> None:
+        if cmd is not None and cmd._events is not None:
+            cmd._events.put(ev)
+        for fn in list(self._subscribers):
+            try:
+                fn(ev)
+            except Exception:  # noqa: BLE001 - a subscriber's bug must not stop the writer
+                traceback.print_exc()
+
+    def _log(self, msg: str) -> None:
+        self._emit(Event("log", self._current.id if self._current else 0, msg), self._current)
+
+    def _set_snapshot(self, snap: Snapshot) -> None:
+        self._snapshot = snap  # one assignment: readers see the old or the new, never a mix
+        self._emit(Event("snapshot", 0, snap.generation))
+
+    _last_stats = 0.0
+
+    def _maybe_stats(self) -> None:
+        if time.monotonic() - self._last_stats > 1.5:
+            self._publish_stats()
+
+    def _publish_stats(self) -> None:
+        self._last_stats = time.monotonic()
+        if self.writer.space is None:
+            return
+        self._stats = self.writer.stats()
+        self._emit(Event("stats", 0, self._stats))
+
+    # ---- the writer thread ---------------------------------------------------------------------------------
+    def _open(self, cmd: Command):
+        try:
+            self.writer.activate(lambda: cmd.control.cancelled)
+            self._publish_stats()
+        except HeatSearchError as e:
+            self.open_error = str(e)
+            self.writer.refresh_folders()
+            raise
+        finally:
+            self._ready.set()
+
+    def _loop(self) -> None:
+        while True:
+            cmd = self._queue.get()
+            if cmd is None:
+                return
+            self._current = cmd
+            self._emit(Event("started", cmd.id, cmd.name), cmd)
+            try:
+                if cmd.control.cancelled and not cmd.name == "open":
+                    raise Cancelled("cancelled before it started")
+                result = cmd.fn(cmd)
+                cmd.future.set_result(result)
+                self._emit(Event("done", cmd.id, result), cmd)
+            except Cancelled as e:
+                cmd.future.set_exception(e)
+                self._emit(Event("done", cmd.id, None), cmd)
+            except HeatSearchError as e:
+                cmd.future.set_exception(e)
+                self._emit(Event("failed", cmd.id, str(e)), cmd)
+            except Exception as e:  # noqa: BLE001 - never a silent writer death
+                traceback.print_exc()
+                cmd.future.set_exception(e)
+                self._emit(Event("failed", cmd.id, f"{cmd.name} stopped: {type(e).__name__}: {e}"), cmd)
+            finally:
+                self._current = None
+                if self._queue.empty() and not self.read_only and self.writer.space is not None:
+                    try:
+                        self.writer.save()
+                    except Exception:  # noqa: BLE001 - saving is an optimisation; the catalog is the truth
+                        traceback.print_exc()
+
+    def run(self, cmd: Command, timeout: float | None = None):
+        """Wait for `cmd` and return its result (raises its error)."""
+        return cmd.future.result(timeout)
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Cancel what runs, let the writer save and stop (up to `timeout` s), release the lock.
+        Returns False when the writer was still busy (a model load): the process may exit anyway;
+        the catalog is consistent at every commit."""
+        if self._closed:
+            return True
+        self._closed = True
+        self.cancel_running()
+        # drop queued commands: they would only delay the exit
+        try:
+            while True:
+                c = self._queue.get_nowait()
+                if c is not None:
+                    c.future.set_exception(Cancelled("closed"))
+        except queue.Empty:
+            pass
+        self._queue.put(None)
+        finished = True
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+            finished = not self._thread.is_alive()
+        if finished:
+            self.lock.release()
+            with self._extractor_lock:
+                if self._extractor is not None:
+                    self._extractor[1].engine.close()
+                    self._extractor = None
+            self.db.kw["bind"].dispose()
+        return finished
+
+
+class _Counter:
+    """How many interactive searches need the engine right now (indexing yields to them)."""
+
+    def __init__(self):
+        self._n = 0
+        self._cond = threading.Condition()
+
+    def __enter__(self):
+        with self._cond:
+            self._n += 1
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._n -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._n == 0, timeout)
+
+
+def _chunks(seq, n):
+    seq = list(seq)
+    for i in range(0, len(seq), n):
+        yield seq[i: i + n]
