@@ -16,6 +16,19 @@ SETTINGS_VERSION = 2
 DEFAULT_MAX_SIDE = 640
 
 
+# Settings presets (Settings dialog, "Search quality and speed"), chosen by measurement
+# (docs/METHOD.md, "Presets"). Each sets the fields that define the descriptor space.
+PRESETS = {
+    "balanced": {"backbone": DEFAULT_BACKBONE, "max_side": DEFAULT_MAX_SIDE, "precision": "exact",
+                 "help": "EfficientNet-Lite2 at the measured best size: the best results on every test set at a third "
+                         "of the time of 1024 px"},
+    "quality": {"backbone": DEFAULT_BACKBONE, "max_side": 1024, "precision": "exact",
+                "help": "Photos analysed at 1024 px: finer detail for small objects, about 2.5x slower indexing"},
+    "speed": {"backbone": "efficientnet-lite0", "max_side": 512, "precision": "fastest",
+              "help": "EfficientNet-Lite0 at 512 px: indexing about twice as fast, slightly lower quality"},
+}
+
+
 def home_dir(override: str | os.PathLike | None = None) -> Path:
     """The data folder: --home, else $HEATSEARCH_HOME, else the platform's convention
     (~/.local/share/heatsearch, ~/Library/Application Support/HeatSearch, %APPDATA%/HeatSearch).

@@ -282,6 +282,12 @@ def image_size(path) -> tuple[int, int]:
             w, h = img.size
             o = img.getexif().get(0x0112, 1)
             return (h, w) if o in (5, 6, 7, 8) else (w, h)
+    except FileNotFoundError as e:
+        raise ImageError("no such file") from e
+    except PermissionError as e:
+        raise ImageError("permission denied") from e
+    except Image.UnidentifiedImageError as e:
+        raise ImageError("not an image (or an unsupported format)") from e
     except Exception as e:  # noqa: BLE001
         raise ImageError(f"cannot read the photo: {_reason(e)}") from e
 

@@ -1,9 +1,10 @@
-"""GUI entry point, and `--screenshot OUT.png`: render the main window offscreen after a search."""
+"""GUI entry point, and `--screenshot OUT.png`: render the main window after the search, save, exit."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -14,7 +15,9 @@ def parse(argv):
     p.add_argument("--query", help="photo to search with on start")
     p.add_argument("--box", help="x1,y1,x2,y2 in pixels of the query photo")
     p.add_argument("--index", action="append", default=[], metavar="FOLDER", help="add a folder (and index it) on start")
-    p.add_argument("--size", default="1400x880", help="window size for --screenshot")
+    p.add_argument("--size", default="1366x768", help="window size for --screenshot")
+    p.add_argument("--heat", action="store_true", help="turn the heat overlay on (for --screenshot)")
+    p.add_argument("--select", type=int, default=1, help="result to select for the preview (--screenshot)")
     return p.parse_args(argv)
 
 
@@ -24,45 +27,73 @@ def resource_path(name: str) -> Path:
     return base / "resources" / name
 
 
+def open_library(home, parent=None, interactive: bool = True):
+    """The LibraryService for the GUI: writable, or read-only when another process holds the
+    library and the user agrees; a model whose weights vanished falls back to the default."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from ..core.config import Settings
+    from ..core.errors import HeatSearchError, LibraryBusyError
+    from ..core.library.service import LibraryService
+    from .main_window import check_weights
+
+    settings = Settings.load(home)
+    try:
+        check_weights(settings)
+    except HeatSearchError as e:  # e.g. VGG16 chosen, then its weights file removed
+        if interactive:
+            QMessageBox.warning(parent, "HeatSearch", f"{e}\n\nHeatSearch starts with the default model instead.")
+        default = Settings()
+        settings = replace(settings, backbone=default.backbone, weights="", max_side=default.max_side, problems=[])
+        settings.save(home)
+    try:
+        svc = LibraryService(home, settings)
+    except LibraryBusyError as e:
+        if not interactive or QMessageBox.question(parent, "HeatSearch is already open",
+                                                   f"{e}.\n\nOpen it read-only (search only)?") != QMessageBox.Yes:
+            raise
+        svc = LibraryService(home, settings, read_only=True)
+    try:
+        svc.wait_ready(120)
+    except HeatSearchError as e:
+        if interactive:
+            QMessageBox.warning(parent, "HeatSearch", str(e))
+    return svc, settings.problems
+
+
 def main(argv=None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
     if a.screenshot and not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from ..core.config import home_dir
+    from ..core.config import check_home, home_dir
     from ..core.errors import HeatSearchError
-    from ..core.library import Library
     from .main_window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("HeatSearch")
     icon = resource_path("heatsearch-256.png")
     if icon.exists():
-        from PySide6.QtGui import QIcon
-
         app.setWindowIcon(QIcon(str(icon)))
-    from ..core.config import Settings
-    from .main_window import check_weights
-
-    home = home_dir(a.home)
-    settings = Settings.load(home)
     try:
-        check_weights(settings)
-    except HeatSearchError as e:  # e.g. VGG16 chosen, then its weights file removed
-        QMessageBox.warning(None, "HeatSearch", f"{e}\n\nHeatSearch starts with the default model instead.")
-        settings = Settings(**{**settings.__dict__, "backbone": Settings().backbone, "weights": ""})
-        settings.save(home)
-    try:
-        lib = Library(home, settings)
+        home = check_home(home_dir(a.home))
+        svc, problems = open_library(home, interactive=not a.screenshot)
     except HeatSearchError as e:
-        QMessageBox.critical(None, "HeatSearch", str(e))
+        if a.screenshot:
+            print(f"heatsearch: {e}", file=sys.stderr)
+        else:
+            QMessageBox.critical(None, "HeatSearch", str(e))
         return 1
-    win = MainWindow(lib)
+    win = MainWindow(svc)
+    if problems:
+        win.status_label.setText("; ".join(problems))
     if a.screenshot:
         w, h = (int(v) for v in a.size.split("x"))
         win.resize(w, h)
+        win.heat_action.setChecked(a.heat)
     win.show()
 
     def wait(signal, ms=600_000):
@@ -73,8 +104,10 @@ def main(argv=None) -> int:
 
     for folder in a.index:
         win.add_folder(folder)
-    if a.index and win.index_job is not None:
+    if a.index:
         wait(win.indexingFinished)
+        while win.index_cmd is not None or (svc.running is not None and svc.running.name == "index"):
+            wait(win.indexingFinished, 60_000)
     if a.query:
         box = tuple(float(v) for v in a.box.split(",")) if a.box else None
         win.set_query_path(a.query)
@@ -83,19 +116,22 @@ def main(argv=None) -> int:
             win.run_search()
         wait(win.searchFinished, 120_000)
         if win.results_model.rowCount():
-            win.results_view.setCurrentIndex(win.results_model.index(0))
+            win.results_view.setCurrentIndex(win.results_model.index(max(0, min(a.select, win.results_model.rowCount()) - 1)))
     if a.screenshot:
-        # let visible thumbnails arrive, then grab
-        for _ in range(50):
+        # let the query photo, the visible thumbnails and the preview arrive, then grab
+        for _ in range(100):
             app.processEvents()
             hits = win.results_model.hits[:12]
-            if all(win.thumbs.get(h.path) is not None for h in hits):
+            from .results import THUMB_LOAD
+
+            ready = all(win.loader.get(h.path, THUMB_LOAD) is not None for h in hits)
+            if ready and (not a.query or win.query_view.image is not None):
                 break
-            QTimer.singleShot(100, lambda: None)
             loop = QEventLoop()
             QTimer.singleShot(100, loop.quit)
             loop.exec()
-        app.processEvents()
+        for _ in range(5):
+            app.processEvents()
         win.results_view.viewport().repaint()
         ok = win.grab().save(a.screenshot)
         win.close()

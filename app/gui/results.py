@@ -1,23 +1,25 @@
-"""Results grid: a list model of hits and a constant-size delegate painting thumbnail, rank, score
-and (optionally) the stored heat grid. Thumbnails load lazily: a cell asks for its picture only
-when painted, so visible cells come first and a 100k-row model costs nothing until scrolled."""
+"""Results grid: a list model of hits, a delegate painting thumbnail, file name, rank, a relevance
+bar and (optionally) the stored heat grid, and a view whose columns follow its width.
+
+Thumbnails load lazily: a cell asks for its picture only when painted, so visible cells come first
+and a long result list costs nothing until scrolled."""
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QRect, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPixmap
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate
+import os
+
+from PySide6.QtCore import QAbstractListModel, QMimeData, QModelIndex, QRect, QSize, Qt, QUrl
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPixmap
+from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate
 
 from ..core.heatmap import overlay_rgba
+from ..core.library.paths import display
 from ..core.pipeline.search import Hit
 from .query_view import rgba_qimage
 
-PathRole = Qt.UserRole + 1
-ScoreRole = Qt.UserRole + 2
-RankRole = Qt.UserRole + 3
-HitRole = Qt.UserRole + 4
-
-CELL = QSize(176, 196)
-THUMB = QSize(160, 160)
+HitRole = Qt.UserRole + 1
+MIN_CELL = 150  # px: the narrowest cell; the view fits as many columns as the width allows
+CAPTION = 36  # px under the thumbnail: file name, rank and relevance
+THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
 
 
 class ResultsModel(QAbstractListModel):
@@ -35,19 +37,14 @@ class ResultsModel(QAbstractListModel):
             return None
         h = self.hits[index.row()]
         if role == Qt.DisplayRole:
-            return f"#{h.rank}  {h.score:.3f}"
+            return f"#{h.rank} {os.path.basename(display(h.path))}"
         if role == Qt.ToolTipRole:
-            return f"{h.path}\nrank {h.rank}, similarity {h.score:.4f}"
-        if role == PathRole:
-            return h.path
-        if role == ScoreRole:
-            return h.score
-        if role == RankRole:
-            return h.rank
+            extra = {"offline": "\nits folder is offline", "missing": "\nthe file is gone"}.get(h.state, "")
+            dup = "\nthe same file as the query" if h.duplicate else ""
+            return (f"{display(h.path)}\nrank {h.rank} · relevance {h.score:.2f} · similarity {h.similarity:.3f}"
+                    f"{dup}{extra}")
         if role == HitRole:
             return h
-        if role == Qt.SizeHintRole:
-            return CELL
         return None
 
     def flags(self, index):
@@ -64,53 +61,63 @@ class ResultsModel(QAbstractListModel):
         return ["text/uri-list"]
 
     def mimeData(self, indexes):
-        from PySide6.QtCore import QMimeData, QUrl
-
         md = QMimeData()
         md.setUrls([QUrl.fromLocalFile(self.hits[i.row()].path) for i in indexes if i.isValid()])
         return md
 
 
 class ThumbnailDelegate(QStyledItemDelegate):
-    """Paints a cell: thumbnail (or a placeholder while it loads), heat overlay, rank and score."""
+    """Paints a cell: thumbnail (or a placeholder while it loads), heat overlay, file name, rank
+    and a relevance bar whose length is the score the ranking used."""
 
     def __init__(self, loader, heat_lookup, parent=None):
         super().__init__(parent)
         self.loader = loader
         self.heat_lookup = heat_lookup  # image_id -> (H, W) weights or None
         self.show_heat = False
-        self._pixmaps: dict[str, QPixmap] = {}  # GUI thread only
+        self.cell = QSize(180, 170)
+        self._pixmaps: dict[str, QPixmap] = {}  # GUI thread only, bounded
         self._heat: dict[tuple, QPixmap] = {}
 
     def sizeHint(self, option, index):
-        return CELL
+        return self.cell
 
     def forget(self):
         self._pixmaps.clear()
         self._heat.clear()
 
+    def _pixmap(self, path: str) -> QPixmap | None:
+        pm = self._pixmaps.get(path)
+        if pm is not None:
+            return pm
+        img = self.loader.get(path, THUMB_LOAD)
+        if img is None:
+            self.loader.request(path, THUMB_LOAD)
+            return None
+        if img.isNull():
+            return QPixmap()
+        pm = QPixmap.fromImage(img)
+        self._pixmaps[path] = pm
+        if len(self._pixmaps) > 400:
+            self._pixmaps.pop(next(iter(self._pixmaps)))
+        return pm
+
     def paint(self, p: QPainter, option, index):
-        hit = index.data(HitRole)
+        hit: Hit | None = index.data(HitRole)
         if hit is None:
             return
         p.save()
-        rect = option.rect
-        if option.state & QStyle.State_Selected:
-            p.fillRect(rect, option.palette.highlight())
-        thumb_area = QRect(rect.x() + (rect.width() - THUMB.width()) // 2, rect.y() + 6, THUMB.width(), THUMB.height())
-        pm = self._pixmaps.get(hit.path)
-        if pm is None:
-            img = self.loader.get(hit.path)
-            if img is None:
-                self.loader.request(hit.path)
-            elif not img.isNull():
-                pm = QPixmap.fromImage(img)
-                self._pixmaps[hit.path] = pm
-                if len(self._pixmaps) > 800:
-                    self._pixmaps.pop(next(iter(self._pixmaps)))
-        if pm is not None:
-            target = QRect(0, 0, pm.width(), pm.height())
-            target.moveCenter(thumb_area.center())
+        rect = option.rect.adjusted(3, 3, -3, -3)
+        selected = bool(option.state & QStyle.State_Selected)
+        if selected:
+            p.fillRect(option.rect, option.palette.highlight())
+        area = QRect(rect.x(), rect.y(), rect.width(), rect.height() - CAPTION)
+        pm = self._pixmap(hit.path)
+        if pm is not None and not pm.isNull():
+            scaled = pm.size().scaled(area.size(), Qt.KeepAspectRatio)
+            target = QRect(0, 0, scaled.width(), scaled.height())
+            target.moveCenter(area.center())
+            p.setRenderHint(QPainter.SmoothPixmapTransform)
             p.drawPixmap(target, pm)
             if self.show_heat:
                 key = (hit.image_id, target.width(), target.height())
@@ -118,18 +125,69 @@ class ThumbnailDelegate(QStyledItemDelegate):
                 if ov is None:
                     grid = self.heat_lookup(hit.image_id)
                     if grid is not None:
-                        ov = QPixmap.fromImage(rgba_qimage(overlay_rgba(grid, (target.width(), target.height()), 150)))
+                        ov = QPixmap.fromImage(rgba_qimage(overlay_rgba(grid, (target.width(), target.height()), 95)))
                         self._heat[key] = ov
                 if ov is not None:
                     p.drawPixmap(target, ov)
+        elif pm is not None:  # could not be read
+            p.setPen(option.palette.placeholderText().color())
+            p.drawText(area, Qt.AlignCenter | Qt.TextWordWrap, "cannot show this photo")
         else:
-            p.fillRect(thumb_area.adjusted(20, 20, -20, -20), QColor(128, 128, 128, 40))
-        text_rect = QRect(rect.x() + 6, thumb_area.bottom() + 4, rect.width() - 12, rect.bottom() - thumb_area.bottom() - 6)
+            p.fillRect(area.adjusted(area.width() // 6, area.height() // 6, -area.width() // 6, -area.height() // 6),
+                       QColor(128, 128, 128, 40))
+        if hit.state != "ok":
+            badge = "offline" if hit.state == "offline" else "file gone"
+            p.fillRect(QRect(area.x(), area.y(), 70, 18), QColor(180, 40, 40, 220))
+            p.setPen(QColor(255, 255, 255))
+            p.drawText(QRect(area.x(), area.y(), 70, 18), Qt.AlignCenter, badge)
+        # caption: rank and file name, then the relevance bar
+        text_color = option.palette.highlightedText().color() if selected else option.palette.text().color()
+        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 16)
         f = QFont(option.font)
         f.setBold(True)
         p.setFont(f)
-        p.setPen(option.palette.highlightedText().color() if option.state & QStyle.State_Selected else option.palette.text().color())
-        p.drawText(text_rect, Qt.AlignLeft | Qt.AlignVCenter, f"#{hit.rank}")
+        p.setPen(text_color)
+        rank = f"#{hit.rank}"
+        rank_w = QFontMetrics(f).horizontalAdvance(rank) + 6
+        p.drawText(line, Qt.AlignLeft | Qt.AlignVCenter, rank)
         p.setFont(option.font)
-        p.drawText(text_rect, Qt.AlignRight | Qt.AlignVCenter, f"{hit.score:.3f}")
+        name = QFontMetrics(option.font).elidedText(os.path.basename(display(hit.path)), Qt.ElideMiddle, line.width() - rank_w)
+        p.drawText(line.adjusted(rank_w, 0, 0, 0), Qt.AlignLeft | Qt.AlignVCenter, name)
+        bar = QRect(rect.x(), line.bottom() + 4, rect.width(), 5)
+        p.fillRect(bar, QColor(128, 128, 128, 60))
+        p.fillRect(QRect(bar.x(), bar.y(), max(1, round(bar.width() * max(0.0, min(1.0, hit.score)))), bar.height()),
+                   QColor(240, 140, 30) if not selected else text_color)
         p.restore()
+
+
+class ResultsView(QListView):
+    """Icon grid whose number of columns follows its width: cells are at least MIN_CELL wide and
+    share the width; their height fits a landscape thumbnail and the caption."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setViewMode(QListView.IconMode)
+        self.setResizeMode(QListView.Adjust)
+        self.setUniformItemSizes(True)
+        self.setMovement(QListView.Static)
+        self.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.setDragEnabled(True)
+        self.setSpacing(0)
+        self.setMinimumWidth(MIN_CELL + 30)
+
+    def columns(self) -> int:
+        return max(1, self.viewport().width() // MIN_CELL)
+
+    def fit_cells(self) -> None:
+        delegate = self.itemDelegate()
+        if not isinstance(delegate, ThumbnailDelegate):
+            return
+        w = max(MIN_CELL, self.viewport().width() // self.columns())
+        cell = QSize(w, round((w - 6) * 0.75) + CAPTION + 6)
+        if cell != delegate.cell:
+            delegate.cell = cell
+            self.setGridSize(cell)
+
+    def resizeEvent(self, e):
+        self.fit_cells()
+        super().resizeEvent(e)

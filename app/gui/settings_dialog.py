@@ -1,13 +1,41 @@
-"""Settings dialog: model, device, input size, D, QE and HeR options."""
+"""Settings in plain words: a Quality/Speed choice, and an Advanced section (collapsed) with every
+option, each with a tooltip. Only the models, engines and devices that can run here are offered."""
 from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
-                               QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QWidget)
+from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
+                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QRadioButton, QSpinBox,
+                               QVBoxLayout, QWidget)
 
-from ..core.config import Settings
+from ..core.config import PRESETS, Settings
+from ..core.errors import HeatSearchError
+from ..core.features.engine import available_devices, available_engines
 from ..core.features.registry import REGISTRY
+
+ENGINE_WORDS = {"auto": "Automatic (the fastest exact engine)", "openvino": "OpenVINO (processor)",
+                "onnxruntime": "ONNX Runtime (processor)", "torch": "PyTorch (processor or graphics card)"}
+DEVICE_WORDS = {"auto": "Automatic", "cpu": "Processor (CPU)", "cuda": "Graphics card (CUDA)", "mps": "Apple graphics (MPS)"}
+MODE_WORDS = {"auto": "Automatic (best for your library)", "map": "Instant: from the whole photo's features",
+              "crop": "Precise: analyse the box again", "hybrid": "Both combined"}
+ONOFF_WORDS = {"auto": "Automatic (by library size)", "on": "On", "off": "Off"}
+PRESET_WORDS = {"balanced": "Balanced (recommended)", "quality": "Best quality (slower indexing)",
+                "speed": "Fastest indexing (slightly lower quality)"}
+
+
+def usable_models(current: str) -> list[str]:
+    """Models that can run here: built in, or with their weights file present (or chosen)."""
+    out = []
+    for name, spec in REGISTRY.items():
+        if name == "tiny-random" and current != name:
+            continue
+        try:
+            spec.locate(None)
+            out.append(name)
+        except HeatSearchError:
+            if name == current or name in ("vgg16", "resnet50", "cirtorch"):
+                out.append(name)  # offered: the user may name a weights file
+    return out
 
 
 class SettingsDialog(QDialog):
@@ -15,74 +43,159 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("HeatSearch settings")
         self.base = settings
-        form = QFormLayout(self)
-        self.backbone = QComboBox()
-        for name, spec in REGISTRY.items():
-            if name != "tiny-random" or settings.backbone == name:
-                self.backbone.addItem(f"{name} — {spec.description}", name)
-        self.backbone.setCurrentIndex(max(0, self.backbone.findData(settings.backbone)))
-        form.addRow("Model", self.backbone)
+        v = QVBoxLayout(self)
+        box = QGroupBox("Search quality and speed")
+        bl = QVBoxLayout(box)
+        self.presets = QButtonGroup(self)
+        self.preset_buttons = {}
+        for key in ("balanced", "quality", "speed"):
+            b = QRadioButton(PRESET_WORDS[key])
+            b.setToolTip(PRESETS[key]["help"])
+            self.presets.addButton(b)
+            self.preset_buttons[key] = b
+            bl.addWidget(b)
+        self.custom_note = QLabel("Custom settings (see Advanced)")
+        bl.addWidget(self.custom_note)
+        v.addWidget(box)
+        self.advanced_btn = QPushButton("Show advanced settings")
+        self.advanced_btn.setCheckable(True)
+        v.addWidget(self.advanced_btn)
+        self.advanced = QWidget()
+        form = QFormLayout(self.advanced)
+        self.model = QComboBox()
+        for name in usable_models(settings.backbone):
+            self.model.addItem(REGISTRY[name].label or name, name)
+        self.model.setToolTip("The neural network that describes each photo. Changing it re-indexes the library.")
+        form.addRow("Model", self.model)
         wrow = QWidget()
         wl = QHBoxLayout(wrow)
         wl.setContentsMargins(0, 0, 0, 0)
         self.weights = QLineEdit(settings.weights)
-        self.weights.setPlaceholderText("weights file (VGG16 / ResNet50 / retrieval checkpoint)")
+        self.weights.setPlaceholderText("only for VGG16, ResNet50 or a retrieval network")
+        self.weights.setToolTip("The weights file of a model that is not built in (.pth)")
         browse = QPushButton("Browse…")
+        browse.setToolTip("Choose the weights file")
         browse.clicked.connect(self._browse)
         wl.addWidget(self.weights)
         wl.addWidget(browse)
         form.addRow("Weights file", wrow)
+        self.engine = QComboBox()
+        for e in ["auto", *available_engines()]:
+            self.engine.addItem(ENGINE_WORDS[e], e)
+        self.engine.setToolTip("What runs the model. Automatic picks the fastest engine that gives exact results here.")
+        form.addRow("Engine", self.engine)
         self.device = QComboBox()
-        for d in ("auto", "cpu", "cuda", "mps"):
-            self.device.addItem(d)
-        self.device.setCurrentText(settings.device)
-        form.addRow("Device", self.device)
+        for d in ["auto", *available_devices()]:
+            self.device.addItem(DEVICE_WORDS.get(d, d), d)
+        self.device.setToolTip("Where the model runs. Only what this computer has is listed.")
+        form.addRow("Runs on", self.device)
+        self.fastest = QCheckBox("Allow reduced precision where it is faster")
+        self.fastest.setToolTip("Half precision on a graphics card, bf16 on processors that have it. Results differ slightly; "
+                                "the library is indexed again.")
+        form.addRow("", self.fastest)
         self.size = QSpinBox()
-        self.size.setRange(224, 2048)
+        self.size.setRange(256, 2048)
         self.size.setSingleStep(64)
-        self.size.setValue(settings.max_side)
         self.size.setSuffix(" px")
-        form.addRow("Input size (longer side)", self.size)
+        self.size.setToolTip("How large each photo is analysed (longer side). Larger is slower; it is not always better.")
+        form.addRow("Photo size analysed", self.size)
         self.dim = QSpinBox()
-        self.dim.setRange(32, 2048)
-        self.dim.setValue(settings.dim)
-        form.addRow("Dimension D", self.dim)
-        self.qe = QCheckBox("on")
-        self.qe.setChecked(settings.qe)
+        self.dim.setRange(0, 2048)
+        self.dim.setSpecialValueText("Automatic (grows with the library)")
+        self.dim.setToolTip("Length of the searched descriptions after whitening. Automatic follows the library's size.")
+        form.addRow("Description length", self.dim)
+        self.qe = QComboBox()
+        self.her = QComboBox()
+        for combo, tip in ((self.qe, "Query expansion: search again with the query blended with its best matches"),
+                           (self.her, "Heat re-ranking: reorder the best matches by how heat spreads among them")):
+            for k, words in ONOFF_WORDS.items():
+                combo.addItem(words, k)
+            combo.setToolTip(tip)
         form.addRow("Query expansion", self.qe)
-        self.qe_n = QSpinBox()
-        self.qe_n.setRange(1, 50)
-        self.qe_n.setValue(settings.qe_n)
-        form.addRow("QE neighbours n", self.qe_n)
-        self.qe_alpha = QDoubleSpinBox()
-        self.qe_alpha.setRange(0, 10)
-        self.qe_alpha.setValue(settings.qe_alpha)
-        self.qe_alpha.setToolTip("0 = average QE; >0 = weighted by similarity^alpha")
-        form.addRow("QE weighting alpha", self.qe_alpha)
-        self.her = QCheckBox("on")
-        self.her.setChecked(settings.her)
         form.addRow("Heat re-ranking", self.her)
-        self.her_k = QSpinBox()
-        self.her_k.setRange(10, 5000)
-        self.her_k.setValue(settings.her_k)
-        form.addRow("HeR shortlist k", self.her_k)
         self.mode = QComboBox()
-        self.mode.addItem("map: instant, from the photo's feature map", "map")
-        self.mode.addItem("crop: run the model on the box (slower)", "crop")
-        self.mode.setCurrentIndex(max(0, self.mode.findData(settings.region_mode)))
+        for k, words in MODE_WORDS.items():
+            self.mode.addItem(words, k)
+        self.mode.setToolTip("How a box is searched: instantly from the photo's features, or by analysing the box again")
         form.addRow("Box search", self.mode)
+        self.top = QSpinBox()
+        self.top.setRange(1, 5000)
+        self.top.setToolTip("How many results a search shows")
+        form.addRow("Results shown", self.top)
+        self.advanced.setVisible(False)
+        v.addWidget(self.advanced)
+        self.error = QLabel()
+        self.error.setStyleSheet("color: #b03030")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+        v.addWidget(self.error)
         bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
-        bb.accepted.connect(self.accept)
+        bb.accepted.connect(self._accept)
         bb.rejected.connect(self.reject)
-        form.addRow(bb)
+        v.addWidget(bb)
+        self.advanced_btn.toggled.connect(self._toggle_advanced)
+        self.presets.buttonClicked.connect(self._apply_preset)
+        self._load(settings)
 
-    def _browse(self):
+    def _load(self, s: Settings) -> None:
+        self.model.setCurrentIndex(max(0, self.model.findData(s.backbone)))
+        self.weights.setText(s.weights)
+        self.engine.setCurrentIndex(max(0, self.engine.findData(s.engine)))
+        self.device.setCurrentIndex(max(0, self.device.findData(s.device)))
+        self.fastest.setChecked(s.precision == "fastest")
+        self.size.setValue(s.max_side)
+        self.dim.setValue(s.dim)
+        self.qe.setCurrentIndex(max(0, self.qe.findData(s.qe)))
+        self.her.setCurrentIndex(max(0, self.her.findData(s.her)))
+        self.mode.setCurrentIndex(max(0, self.mode.findData(s.region_mode)))
+        self.top.setValue(s.top)
+        preset = preset_of(s)
+        for key, b in self.preset_buttons.items():
+            b.setChecked(key == preset)
+        self.custom_note.setVisible(preset == "custom")
+
+    def _apply_preset(self, button) -> None:
+        key = next(k for k, b in self.preset_buttons.items() if b is button)
+        self._load(replace(self.result_settings(), **{k: v for k, v in PRESETS[key].items() if k != "help"}))
+
+    def _toggle_advanced(self, on: bool) -> None:
+        self.advanced.setVisible(on)
+        self.advanced_btn.setText("Hide advanced settings" if on else "Show advanced settings")
+        self.adjustSize()
+
+    def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Weights file", "", "PyTorch weights (*.pth *.pt)")
         if path:
             self.weights.setText(path)
 
+    def show_error(self, text: str) -> None:
+        self.error.setText(text)
+        self.error.setVisible(bool(text))
+        if text and not self.advanced_btn.isChecked():
+            self.advanced_btn.setChecked(True)
+
+    def _accept(self) -> None:
+        from .main_window import check_weights
+
+        try:
+            check_weights(self.result_settings())
+        except HeatSearchError as e:
+            self.show_error(str(e))
+            return
+        self.accept()
+
     def result_settings(self) -> Settings:
-        return replace(self.base, backbone=self.backbone.currentData(), weights=self.weights.text().strip(),
-                       device=self.device.currentText(), max_side=self.size.value(), dim=self.dim.value(),
-                       qe=self.qe.isChecked(), qe_n=self.qe_n.value(), qe_alpha=self.qe_alpha.value(),
-                       her=self.her.isChecked(), her_k=self.her_k.value(), region_mode=self.mode.currentData())
+        s = replace(self.base, backbone=self.model.currentData(), weights=self.weights.text().strip(),
+                    engine=self.engine.currentData(), device=self.device.currentData(),
+                    precision="fastest" if self.fastest.isChecked() else "exact", max_side=self.size.value(),
+                    dim=self.dim.value(), qe=self.qe.currentData(), her=self.her.currentData(),
+                    region_mode=self.mode.currentData(), top=self.top.value(), problems=[])
+        s.preset = preset_of(s)
+        return s
+
+
+def preset_of(s: Settings) -> str:
+    for key, values in PRESETS.items():
+        if all(getattr(s, k) == v for k, v in values.items() if k != "help"):
+            return key
+    return "custom"

@@ -1,166 +1,176 @@
-"""The one idiom for background work: a core generator or function runs in a QThread; results
-come back to the GUI thread by queued signals. Only the GUI thread touches widgets and QPixmap;
-workers hand back plain objects and QImage.
+"""The GUI's one idiom for background work: the core runs its own threads (the library's writer,
+the search worker) and reports through callbacks; `CoreBridge` turns every callback into a Qt
+signal, which Qt queues to the GUI thread. Only the GUI thread touches widgets and QPixmap.
+
+Images for the screen (thumbnails, the preview, the viewer) are decoded by `ImageLoader` on a
+QThreadPool, last request first, into a cache bounded in bytes.
 """
 from __future__ import annotations
 
+import os
 import threading
-import traceback
 from collections import OrderedDict
 
-from PySide6.QtCore import QObject, QRunnable, QSize, Qt, QThread, QThreadPool, Signal
+from PySide6.QtCore import QBuffer, QByteArray, QObject, QRunnable, QSize, Qt, QThreadPool, Signal
 from PySide6.QtGui import QImage, QImageReader
 
-from ..core.errors import HeatSearchError
-from ..core.library import Library
-from ..core.pipeline.indexer import JobControl, Progress, index_library
-from ..core.pipeline.search import SearchRequest, Searcher
+from ..core.imageio import RAW_EXTENSIONS, HEIF_EXTENSIONS, decode
+from ..core.library.service import Event, LibraryService
+from ..core.pipeline.search import SearchRequest, Searcher, SearchWorker
+
+QT_FORMATS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
 
 
-class IndexJob(QThread):
-    """Runs `index_library` in its own thread (the catalog's one writer)."""
+class CoreBridge(QObject):
+    """Library events and search answers as signals on the GUI thread."""
 
-    progressed = Signal(object)  # Progress
-    completed = Signal(object)  # last Progress
-    failed = Signal(str)
+    event = Signal(object)  # app.core.library.service.Event
+    searchDone = Signal(object)  # SearchResult
+    searchFailed = Signal(int, str)  # request id, message
 
-    def __init__(self, lib: Library, parent=None):
+    def __init__(self, svc: LibraryService, parent=None):
         super().__init__(parent)
-        self.lib = lib
-        self.control = JobControl()
-        self.setObjectName("heatsearch-index")
+        self.svc = svc
+        self.searcher = Searcher(svc)
+        self.worker = SearchWorker(self.searcher, self.searchDone.emit, self.searchFailed.emit)
+        svc.subscribe(self._forward)
 
-    def run(self):
-        last = Progress("done")
+    def _forward(self, ev: Event) -> None:  # called on the writer thread
+        self.event.emit(ev)
+
+    def search(self, req: SearchRequest) -> None:
+        self.worker.submit(req)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        self.svc.unsubscribe(self._forward)
+        self.worker.stop(timeout)
+
+
+def read_qimage(path: str, box: QSize | None = None) -> tuple[QImage, str]:
+    """Decode a photo for the screen, EXIF-oriented, scaled to fit `box` (None: full size).
+    Returns (image, error); the image is null on error. Safe for any file name: the bytes are read
+    by Python (names that are not UTF-8 included); HEIC and RAW go through the core's decoders."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext in QT_FORMATS:
         try:
-            for last in index_library(self.lib, self.control):
-                self.progressed.emit(last)
-            self.completed.emit(last)
-        except HeatSearchError as e:
-            self.failed.emit(str(e))
-        except Exception as e:  # noqa: BLE001 - shown to the user, never a silent thread death
-            traceback.print_exc()
-            self.failed.emit(f"indexing stopped: {e}")
+            with open(path, "rb") as fh:
+                data = QByteArray(fh.read())
+        except OSError as e:
+            return QImage(), e.strerror or str(e)
+        buf = QBuffer(data)
+        buf.open(QBuffer.ReadOnly)
+        reader = QImageReader(buf)
+        reader.setAutoTransform(True)  # EXIF orientation, like the core's decoder
+        raw = reader.size()
+        if box is not None and raw.isValid():  # decode at reduced size (JPEG scaling)
+            reader.setScaledSize(raw.scaled(box * 2, Qt.KeepAspectRatio) if raw.width() > box.width() * 2 else raw)
+        img = reader.read()
+        if img.isNull():
+            return img, reader.errorString()
+    elif ext in RAW_EXTENSIONS | HEIF_EXTENSIONS or ext == ".avif":
+        try:
+            photo = decode(path, draft_side=max(box.width(), box.height()) if box is not None else None)
+        except Exception as e:  # noqa: BLE001 - shown as the reason
+            return QImage(), str(e)
+        im = photo.image
+        img = QImage(im.tobytes(), im.width, im.height, 3 * im.width, QImage.Format_RGB888).copy()
+    else:
+        return QImage(), "unsupported format"
+    if box is not None and (img.width() > box.width() or img.height() > box.height()):
+        img = img.scaled(box, Qt.KeepAspectRatio, Qt.SmoothTransformation)
+    return img, ""
 
 
-class SearchThread(QThread):
-    """Answers search requests one at a time, newest first: a request that was superseded before
-    it started is skipped (box dragging sends many)."""
-
-    resultReady = Signal(object)  # SearchResult
-    failed = Signal(int, str)  # request id, message
-
-    def __init__(self, searcher: Searcher, parent=None):
-        super().__init__(parent)
-        self.searcher = searcher
-        self._cond = threading.Condition()
-        self._pending: SearchRequest | None = None
-        self._stop = False
-        self.setObjectName("heatsearch-search")
-
-    def submit(self, req: SearchRequest):
-        with self._cond:
-            self._pending = req
-            self._cond.notify()
-
-    def stop(self):
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
-        self.wait()
-
-    def run(self):
-        while True:
-            with self._cond:
-                while self._pending is None and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                req, self._pending = self._pending, None
-            try:
-                self.resultReady.emit(self.searcher.search(req))
-            except HeatSearchError as e:
-                self.failed.emit(req.id, str(e))
-            except Exception as e:  # noqa: BLE001
-                traceback.print_exc()
-                self.failed.emit(req.id, f"search failed: {e}")
-
-
-class _ThumbTask(QRunnable):
-    def __init__(self, loader: "ThumbnailLoader"):
+class _Task(QRunnable):
+    def __init__(self, loader: "ImageLoader"):
         super().__init__()
         self.loader = loader
 
     def run(self):
-        path = self.loader._next()
-        if path is None:
+        key = self.loader._next()
+        if key is None:
             return
-        reader = QImageReader(path)
-        reader.setAutoTransform(True)  # EXIF orientation, like the core's decoder
-        raw = reader.size()
-        if raw.isValid():  # decode at reduced size (JPEG scaling): cheap thumbnails of big photos
-            reader.setScaledSize(raw.scaled(self.loader.size * 2, Qt.KeepAspectRatio))
-        img = reader.read()
-        if not img.isNull():
-            img = img.scaled(self.loader.size, Qt.KeepAspectRatio, Qt.SmoothTransformation)
-        self.loader._deliver(path, img)
+        path, w, h = key
+        img, err = read_qimage(path, QSize(w, h) if w else None)
+        self.loader._deliver(key, img, err)
 
 
-class ThumbnailLoader(QObject):
-    """Thumbnails off the GUI thread, last requested first (the cells just scrolled into view),
-    with an LRU of QImage. `loaded(path)` fires on the GUI thread; call `get(path)` then."""
+class ImageLoader(QObject):
+    """Screen images off the GUI thread, newest request first (the cells just scrolled into view),
+    cached by (path, size) up to `cache_bytes`. `loaded(path)` fires on the GUI thread; then
+    `get(path, size)` returns the QImage (null when the file could not be read; `error()` says why)."""
 
     loaded = Signal(str)
 
-    def __init__(self, size: QSize = QSize(160, 160), cache_items: int = 600, parent=None):
+    def __init__(self, cache_bytes: int = 96 << 20, threads: int = 2, parent=None):
         super().__init__(parent)
-        self.size = size
-        self._cache: OrderedDict[str, QImage] = OrderedDict()
-        self._queue: list[str] = []
-        self._queued: set[str] = set()
+        self._cache: OrderedDict[tuple, QImage] = OrderedDict()
+        self._errors: dict[tuple, str] = {}
+        self._bytes = 0
+        self.cache_bytes = cache_bytes
+        self._queue: list[tuple] = []
+        self._queued: set[tuple] = set()
         self._lock = threading.Lock()
-        self._cache_items = cache_items
         self.pool = QThreadPool(self)
-        self.pool.setMaxThreadCount(2)
+        self.pool.setMaxThreadCount(threads)
 
-    def get(self, path: str) -> QImage | None:
+    @staticmethod
+    def _key(path: str, size: QSize | None) -> tuple:
+        return (path, size.width(), size.height()) if size is not None else (path, 0, 0)
+
+    def get(self, path: str, size: QSize | None = None) -> QImage | None:
+        key = self._key(path, size)
         with self._lock:
-            img = self._cache.get(path)
+            img = self._cache.get(key)
             if img is not None:
-                self._cache.move_to_end(path)
+                self._cache.move_to_end(key)
             return img
 
-    def request(self, path: str):
-        with self._lock:
-            if path in self._cache:
-                return
-            if path in self._queued:
-                self._queue.remove(path)
-            self._queue.append(path)  # LIFO: newest request served first
-            self._queued.add(path)
-        self.pool.start(_ThumbTask(self))
+    def error(self, path: str, size: QSize | None = None) -> str:
+        return self._errors.get(self._key(path, size), "")
 
-    def clear_queue(self):
+    def request(self, path: str, size: QSize | None = None) -> None:
+        key = self._key(path, size)
+        with self._lock:
+            if key in self._cache:
+                return
+            if key in self._queued:
+                self._queue.remove(key)
+            self._queue.append(key)  # LIFO: newest request served first
+            self._queued.add(key)
+        self.pool.start(_Task(self))
+
+    def clear_queue(self) -> None:
         with self._lock:
             self._queue.clear()
             self._queued.clear()
 
-    def _next(self) -> str | None:
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
+
+    def _next(self):
         with self._lock:
             if not self._queue:
                 return None
-            p = self._queue.pop()
-            self._queued.discard(p)
-            return p
+            key = self._queue.pop()
+            self._queued.discard(key)
+            return key
 
-    def _deliver(self, path: str, img: QImage):
+    def _deliver(self, key, img: QImage, err: str) -> None:
         with self._lock:
-            self._cache[path] = img
-            while len(self._cache) > self._cache_items:
-                self._cache.popitem(last=False)
-        self.loaded.emit(path)
+            old = self._cache.pop(key, None)
+            if old is not None:
+                self._bytes -= old.sizeInBytes()
+            self._cache[key] = img
+            self._bytes += img.sizeInBytes()
+            if err:
+                self._errors[key] = err
+            while self._bytes > self.cache_bytes and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                self._bytes -= dropped.sizeInBytes()
+        self.loaded.emit(key[0])
 
-    def shutdown(self):
+    def shutdown(self, ms: int = 5000) -> None:
         self.clear_queue()
-        self.pool.waitForDone(5000)
-
+        self.pool.waitForDone(ms)

@@ -7,38 +7,54 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from app.core.config import Settings  # noqa: E402
-from app.core.library import Library  # noqa: E402
+from app.core.library.service import LibraryService  # noqa: E402
+
+
+def tiny_settings(**kw) -> Settings:
+    return Settings(**{"backbone": "tiny-random", "max_side": 128, "batch_size": 4, "top": 20, "engine": "torch", **kw})
 
 
 @pytest.fixture
 def tiny_home(tmp_path):
     home = tmp_path / "gui-home"
-    Settings(backbone="tiny-random", max_side=128, batch_size=4, top=20).save(home)
+    tiny_settings().save(home)
     return home
 
 
-@pytest.fixture
-def window(qtbot, tiny_home):
+def make_window(qtbot, home):
     from app.gui.main_window import MainWindow
 
-    before = {t.name for t in threading.enumerate()}
-    win = MainWindow(Library(tiny_home))
+    svc = LibraryService(home)
+    svc.wait_ready(60)
+    win = MainWindow(svc)
     qtbot.addWidget(win)
     win.resize(1300, 800)
     win.show()
     qtbot.waitExposed(win)
+    return win
+
+
+@pytest.fixture
+def window(qtbot, tiny_home):
+    before = {t.name for t in threading.enumerate()}
+    win = make_window(qtbot, tiny_home)
     yield win
     win.shutdown()
-    assert win.index_job is None or not win.index_job.isRunning()
-    assert not win.search_thread.isRunning()
-    assert win.thumbs.pool.activeThreadCount() == 0
+    assert not win.bridge.worker.is_alive()
+    assert win.loader.pool.activeThreadCount() == 0
     leftover = [t for t in threading.enumerate() if t.name.startswith("heatsearch") and t.name not in before and t.is_alive()]
     assert not leftover, f"worker threads outlived the test: {leftover}"
-    win.lib.close()
+
+
+def wait_idle(qtbot, win, timeout=60000):
+    """Until no indexing job runs or is queued for this window."""
+    qtbot.waitUntil(lambda: win.index_cmd is None and win.svc.running is None and win.svc._queue.empty()
+                    and not win._reindex_again, timeout=timeout)
 
 
 def index_folder(qtbot, win, folder, timeout=60000):
+    wait_idle(qtbot, win, timeout)
     with qtbot.waitSignal(win.indexingFinished, timeout=timeout) as blocker:
         win.add_folder(str(folder))
-    qtbot.waitUntil(lambda: win.index_job is None, timeout=10000)
+    wait_idle(qtbot, win, timeout)
     return blocker.args[0]

@@ -1,17 +1,19 @@
-"""pytest-qt tests that drive the real widgets (offscreen)."""
+"""pytest-qt tests that drive the real widgets (offscreen; again under Xvfb in CI)."""
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
-from PySide6.QtGui import QDropEvent, QImage
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtGui import QDropEvent, QGuiApplication, QImage
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from app.core.imageio import open_oriented
-from app.gui.results import ResultsModel
 from app.core.pipeline.search import Hit
+from app.gui.results import ResultsModel
 from tests.conftest import write_photo
-from tests.gui.conftest import index_folder
+from tests.gui.conftest import index_folder, make_window, tiny_settings, wait_idle
 
 
 def drop_files(widget, paths):
@@ -22,6 +24,12 @@ def drop_files(widget, paths):
     return ev
 
 
+def search(qtbot, window, path):
+    with qtbot.waitSignal(window.searchFinished, timeout=30000) as blocker:
+        window.set_query_path(str(path))
+    return blocker.args[0]
+
+
 def test_empty_state_then_add_folder_with_the_button(qtbot, window, photo_dir, monkeypatch):
     assert window.stack.currentIndex() == 0  # empty state, not a blank grid
     assert window.empty_add_btn.isVisible()
@@ -29,11 +37,11 @@ def test_empty_state_then_add_folder_with_the_button(qtbot, window, photo_dir, m
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
         qtbot.mouseClick(window.empty_add_btn, Qt.LeftButton)
     assert blocker.args[0].phase == "done"
-    qtbot.waitUntil(lambda: window.index_job is None)
+    wait_idle(qtbot, window)
     assert window.stack.currentIndex() == 1
-    assert window.folder_list.count() == 1
-    assert "12 indexed" in window.folder_list.item(0).text()
-    assert "12 photos indexed" in window.status_label.text()
+    assert window.library.folder_list.count() == 1
+    assert "12 photos" in window.library.folder_list.item(0).text()
+    assert "12 photos searchable" in window.index_label.text()
 
 
 def test_drop_a_photo_and_get_results(qtbot, window, photo_dir):
@@ -45,26 +53,32 @@ def test_drop_a_photo_and_get_results(qtbot, window, photo_dir):
     assert res is not None and len(res.hits) == 12
     assert window.results_model.rowCount() == 12
     assert window.query_path == str(q.resolve())
-    # thumbnails arrive in the background and the delegate paints them
-    qtbot.waitUntil(lambda: window.thumbs.get(res.hits[0].path) is not None, timeout=10000)
+    # the right answers first: the photo itself, then the other views of scene 1
+    assert res.hits[0].path == str(q.resolve()) and {Path(h.path).parent.name for h in res.hits[:3]} == {"scene1"}
+    # thumbnails arrive in the background and the delegate paints them; file names are shown
+    from app.gui.results import THUMB_LOAD
+
+    qtbot.waitUntil(lambda: window.loader.get(res.hits[0].path, THUMB_LOAD) is not None, timeout=10000)
+    assert window.results_model.data(window.results_model.index(0)).endswith("img2.jpg")
+    assert "12 results" in window.results.info.text()
 
 
 def test_drop_a_folder_adds_it(qtbot, window, photo_dir):
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         drop_files(window, [photo_dir])
-    qtbot.waitUntil(lambda: window.index_job is None)
-    assert window.lib.status()["indexed"] == 12
+    wait_idle(qtbot, window)
+    assert window.svc.stats()["indexed"] == 12
 
 
 @pytest.mark.parametrize("orientation", [None, 6])
 def test_drawn_box_is_sent_in_original_image_pixels(qtbot, window, photo_dir, tmp_path, orientation):
     index_folder(qtbot, window, photo_dir)
     q = write_photo(tmp_path / "q" / "query.jpg", 42, size=(200, 120), exif_orientation=orientation)
-    with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.set_query_path(str(q))
+    search(qtbot, window, q)
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
     _, oriented = open_oriented(q)
     view = window.query_view
-    assert (view.image.width(), view.image.height()) == oriented  # the view shows what the core sees
+    assert view.orig_size == oriented  # the view shows what the core sees
     want = (20, 30, 90, 100) if orientation else (40, 20, 150, 90)
     r, s = view.image_rect(), view.scale()
     p1 = QPoint(round(r.x() + want[0] * s), round(r.y() + want[1] * s))
@@ -79,8 +93,9 @@ def test_drawn_box_is_sent_in_original_image_pixels(qtbot, window, photo_dir, tm
     assert res.box == box and res.hits
     tol = 1.5 / s + 1
     assert all(abs(a - b) <= tol for a, b in zip(box, want)), (box, want)
-    # the overlay of a box query covers the box only
-    assert view.weights_box == box
+    # the overlay of a box query covers exactly the cells that were aggregated, inside the box
+    wx1, wy1, wx2, wy2 = view.weights_box
+    assert box[0] - 8 <= wx1 and wx2 <= box[2] + 8 and box[1] - 8 <= wy1 and wy2 <= box[3] + 8
     # Esc clears the box and searches the whole photo again
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.keyClick(view, Qt.Key_Escape)
@@ -89,8 +104,8 @@ def test_drawn_box_is_sent_in_original_image_pixels(qtbot, window, photo_dir, tm
 
 def test_box_can_be_moved_by_dragging_inside(qtbot, window, photo_dir):
     index_folder(qtbot, window, photo_dir)
-    with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.set_query_path(str(photo_dir / "scene0" / "img0.jpg"))
+    search(qtbot, window, photo_dir / "scene0" / "img0.jpg")
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
     view = window.query_view
     view.set_box((10, 10, 40, 40))
     r, s = view.image_rect(), view.scale()
@@ -106,8 +121,7 @@ def test_box_can_be_moved_by_dragging_inside(qtbot, window, photo_dir):
 
 def test_stale_results_never_replace_newer(qtbot, window, photo_dir):
     index_folder(qtbot, window, photo_dir)
-    with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.set_query_path(str(photo_dir / "scene2" / "img0.jpg"))
+    search(qtbot, window, photo_dir / "scene2" / "img0.jpg")
     current = list(window.results_model.hits)
     stale = window.last_result
     window.run_search()  # a newer request is now the latest
@@ -121,52 +135,74 @@ def test_results_model_passes_modeltester(qtmodeltester):
     m = ResultsModel()
     m.set_hits([Hit(i, f"/p/{i}.jpg", 1 - i / 10, i + 1) for i in range(5)])
     qtmodeltester.check(m)
-    assert m.rowCount() == 5 and m.data(m.index(2), Qt.UserRole + 3) == 3
+    assert m.rowCount() == 5 and m.data(m.index(2)).startswith("#3 2.jpg")
 
 
-def test_overlay_toggle_changes_painted_pixels(qtbot, window, photo_dir):
+def grab_rgb(widget) -> np.ndarray:
+    img = widget.grab().toImage().convertToFormat(QImage.Format_RGB888)
+    return np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3].copy()
+
+
+def test_overlay_is_off_by_default_toggles_everywhere_and_is_remembered(qtbot, window, photo_dir, tiny_home):
     index_folder(qtbot, window, photo_dir)
-    with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.set_query_path(str(photo_dir / "scene3" / "img1.jpg"))
-    assert window.query_view.weights is not None
-    on = window.query_view.grab().toImage()
-    qtbot.mouseClick(window.overlay_check, Qt.LeftButton)
-    assert not window.overlay_check.isChecked()
-    off = window.query_view.grab().toImage()
-    a = np.asarray(on.convertToFormat(QImage.Format_RGB888).constBits()).copy()
-    b = np.asarray(off.convertToFormat(QImage.Format_RGB888).constBits()).copy()
-    assert (a != b).mean() > 0.2
+    search(qtbot, window, photo_dir / "scene3" / "img1.jpg")
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    assert not window.heat_action.isChecked() and not window.query.legend.isVisible()
+    off = grab_rgb(window.query_view)
+    window.heat_action.trigger()  # View -> Heat overlay
+    assert window.heat_action.isChecked() and window.query.legend.isVisible() and window.delegate.show_heat
+    on = grab_rgb(window.query_view)
+    assert (on != off).mean() > 0.2
+    window.results_view.setCurrentIndex(window.results_model.index(1))
+    qtbot.waitUntil(lambda: window.preview.picture.pixmap() is not None and not window.preview.picture.pixmap().isNull(), timeout=10000)
+    window.close()
+    again = make_window(qtbot, tiny_home)
+    assert again.heat_action.isChecked()  # the overlay state survives a restart
+    again.shutdown()
 
 
-def test_pause_resume_and_cancel(qtbot, window, tmp_path, monkeypatch):
+def test_pause_keeps_the_count_resume_and_cancel(qtbot, window, tmp_path, monkeypatch):
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
     d = tmp_path / "many"
     for i in range(60):
         write_photo(d / f"p{i:02d}.png", i, size=(200, 150))
     seen = []
+    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
     window.add_folder(str(d))
-    job = window.index_job
-    job.progressed.connect(lambda p: seen.append(p.done))
     qtbot.waitUntil(lambda: any(n > 0 for n in seen), timeout=30000)
     qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
-    assert window.pause_btn.text() == "Resume" and job.control.paused
-    qtbot.wait(300)
+    assert window.pause_btn.text() == "Resume"
+    qtbot.wait(400)
     frozen = len(seen)
     qtbot.wait(500)
-    assert len(seen) <= frozen + 1  # at most the batch in flight finishes
+    assert len(seen) <= frozen + 1  # at most the photo in flight finishes
+    text = window.index_label.text()
+    assert "paused" in text and f"of 60" in text  # the count stays visible while paused
     qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
-    assert not job.control.paused
+    assert window.pause_btn.text() == "Pause"
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
     assert blocker.args[0].phase in ("cancelled", "done")
-    qtbot.waitUntil(lambda: window.index_job is None)
-    assert window.lib.status()["indexed"] <= 60
+    wait_idle(qtbot, window)
+    assert window.svc.stats()["indexed"] <= 60
+
+
+def test_indexing_progress_never_overwrites_the_search_status(qtbot, window, photo_dir, tmp_path):
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene0" / "img1.jpg")
+    status = window.status_label.text()
+    assert "Search took" in status
+    more = tmp_path / "more"
+    for i in range(8):
+        write_photo(more / f"m{i}.png", 300 + i, size=(120, 90))
+    index_folder(qtbot, window, more)
+    assert window.status_label.text() == status
+    assert "searchable" in window.index_label.text()
 
 
 def test_delete_key_never_deletes_photos(qtbot, window, photo_dir):
     index_folder(qtbot, window, photo_dir)
-    with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.set_query_path(str(photo_dir / "scene0" / "img1.jpg"))
+    search(qtbot, window, photo_dir / "scene0" / "img1.jpg")
     window.results_view.setFocus()
     window.results_view.setCurrentIndex(window.results_model.index(0))
     files = sorted(p for p in Path(photo_dir).rglob("*.jpg"))
@@ -175,26 +211,165 @@ def test_delete_key_never_deletes_photos(qtbot, window, photo_dir):
     assert "never deletes" in window.status_label.text()
 
 
-def test_settings_change_asks_then_reindexes_and_missing_weights_are_refused(qtbot, window, photo_dir, monkeypatch):
+def test_settings_change_asks_with_count_and_time_then_reindexes(qtbot, window, photo_dir, monkeypatch):
     from dataclasses import replace
-
-    from PySide6.QtWidgets import QMessageBox
 
     index_folder(qtbot, window, photo_dir)
     asked, warned = [], []
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.No))
     monkeypatch.setattr(QMessageBox, "warning", staticmethod(lambda *a, **k: warned.append(a[2])))
-    old_space = window.lib.space().id
+    old_space = window.svc.snapshot().space.id
     # declined: nothing changes
-    assert not window.apply_settings(replace(window.lib.settings, max_side=96))
-    assert asked and "indexed again" in asked[0] and window.lib.space().id == old_space
-    # a model without its weights file: refused with the file named, library untouched
-    assert not window.apply_settings(replace(window.lib.settings, backbone="vgg16"))
-    assert warned and "vgg16-397923af.pth" in warned[0] and window.lib.settings.backbone == "tiny-random"
+    assert not window.apply_settings(replace(window.svc.settings, max_side=96))
+    assert asked and "12 photos" in asked[0] and ("seconds" in asked[0] or "minutes" in asked[0])
+    assert window.svc.snapshot().space.id == old_space
+    # a model without its weights file: refused, naming the field to use
+    assert not window.apply_settings(replace(window.svc.settings, backbone="vgg16"))
+    assert warned and warned[0].startswith("Model:") and "Weights file" in warned[0]
+    assert window.svc.settings.backbone == "tiny-random"
     # accepted: new descriptor space, re-indexed in the background
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
-        assert window.apply_settings(replace(window.lib.settings, max_side=96))
-    qtbot.waitUntil(lambda: window.index_job is None)
-    assert window.lib.space().id != old_space and window.lib.status()["indexed"] == 12
-    assert (window.lib.home / "settings.json").read_text().count('"max_side": 96') == 1
+        assert window.apply_settings(replace(window.svc.settings, max_side=96))
+    wait_idle(qtbot, window)
+    assert window.svc.snapshot().space.id != old_space and window.svc.stats()["indexed"] == 12
+    assert (window.svc.home / "settings.json").read_text().count('"max_side": 96') == 1
+
+
+def test_scores_shown_follow_the_rank_and_the_cutoff_says_what_it_hides(qtbot, window, photo_dir):
+    index_folder(qtbot, window, photo_dir)
+    res = search(qtbot, window, photo_dir / "scene1" / "img0.jpg")
+    scores = [h.score for h in res.hits]
+    assert scores == sorted(scores, reverse=True)
+    window.results.cutoff.setValue(50)
+    hidden = sum(window.results_view.isRowHidden(r) for r in range(len(scores)))
+    assert hidden == sum(s < 0.5 for s in scores) and hidden > 0
+    assert f"{len(scores) - hidden} shown of {len(scores)}" in window.results.info.text()
+
+
+def test_remove_asks_first_and_runs_off_the_gui_thread(qtbot, window, photo_dir, monkeypatch):
+    index_folder(qtbot, window, photo_dir)
+    window.library.folder_list.setCurrentRow(0)
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Cancel))
+    qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+    assert window.svc.stats()["indexed"] == 12  # cancelled: nothing forgotten
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.Yes))
+    qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+    assert "12 photos" in asked[0] and "stay on disk" in asked[0]
+    qtbot.waitUntil(lambda: window.svc.stats()["images"] == 0, timeout=20000)
+    assert sorted(p.name for p in photo_dir.rglob("*.jpg"))  # the photos are all still there
+
+
+def test_a_query_that_cannot_be_decoded_says_so_and_clears_old_results(qtbot, window, photo_dir, tmp_path):
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene0" / "img1.jpg")
+    assert window.results_model.rowCount() == 12
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes((photo_dir / "scene0" / "img1.jpg").read_bytes()[:200])
+    with qtbot.waitSignal(window.searchFinished, timeout=30000) as blocker:
+        window.set_query_path(str(bad))
+    assert blocker.args[0] is None
+    assert window.results_model.rowCount() == 0
+    assert "broken.jpg" in window.query_view.message or "cannot read" in window.query_view.message.lower()
+
+
+def test_paste_accepts_a_copied_path(qtbot, window, photo_dir):
+    index_folder(qtbot, window, photo_dir)
+    q = photo_dir / "scene2" / "img2.jpg"
+    QGuiApplication.clipboard().setText(str(q))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.paste_query()
+    assert window.query_path == str(q)
+
+
+def test_the_built_in_viewer_pages_through_results_and_searches(qtbot, window, photo_dir):
+    index_folder(qtbot, window, photo_dir)
+    res = search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    window.results_view.setFocus()
+    window.results_view.setCurrentIndex(window.results_model.index(0))
+    qtbot.keyClick(window.results_view, Qt.Key_Return)
+    viewer = window._viewer
+    qtbot.waitUntil(lambda: viewer.isVisible(), timeout=5000)
+    assert viewer.hit.path == res.hits[0].path
+    qtbot.keyClick(viewer, Qt.Key_Right)
+    assert viewer.hit.path == res.hits[1].path and window.results_view.currentIndex().row() == 1
+    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    target = res.hits[1].path
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(viewer.search_btn, Qt.LeftButton)
+    assert window.query_path == target and not viewer.isVisible()
+
+
+def test_open_elsewhere_says_so_when_the_system_cannot(qtbot, window, photo_dir, monkeypatch):
+    from PySide6.QtGui import QDesktopServices
+
+    from app.gui import viewer as viewer_mod
+
+    index_folder(qtbot, window, photo_dir)
+    res = search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    told = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: False))
+    monkeypatch.setattr(QMessageBox, "information", staticmethod(lambda *a, **k: told.append(a[2])))
+    assert not viewer_mod.open_externally(window, res.hits[0].path)
+    assert told and "No photo viewer" in told[0]
+
+
+def test_preview_follows_the_selection_and_a_new_search_clears_it(qtbot, window, photo_dir):
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    window.results_view.setCurrentIndex(window.results_model.index(2))
+    assert window.preview.hit is window.results_model.hits[2]
+    search(qtbot, window, photo_dir / "scene3" / "img0.jpg")
+    assert window.preview.hit is None and "Select a result" in window.preview.picture.text()
+
+
+def test_grid_columns_follow_the_width(qtbot, window, photo_dir):
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    window.library_dock.hide()
+    window.preview_dock.hide()
+    window.resize(1600, 900)
+    qtbot.wait(100)
+    wide = window.results_view.columns()
+    window.resize(1000, 650)
+    qtbot.wait(100)
+    narrow = window.results_view.columns()
+    assert wide >= 4 and narrow < wide
+    cell = window.delegate.cell
+    assert cell.height() < cell.width() + 50  # cells fit landscape thumbnails, not tall strips
+
+
+def test_the_view_menu_brings_closed_panes_back(qtbot, window):
+    window.library_dock.close()
+    assert not window.library_dock.isVisible()
+    window.library_dock.toggleViewAction().trigger()
+    assert window.library_dock.isVisible()
+    texts = [a.text() for a in window.menuBar().actions()[1].menu().actions()]
+    assert {"Library pane", "Preview pane", "Heat overlay"} <= set(texts)
+
+
+def test_the_window_fits_a_small_laptop_screen(qtbot, window, photo_dir):
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    window.results.cutoff.setValue(25)
+    hint = window.minimumSizeHint()
+    assert window.minimumWidth() <= 1000 and window.minimumHeight() <= 650
+    assert hint.width() <= 1000 and hint.height() <= 650, hint
+    window.resize(1000, 650)
+    qtbot.wait(50)
+    assert window.width() <= 1000 and window.height() <= 650
+    for w in (window.log_btn, window.results.filter_btn, window.query.clear_box_btn):
+        assert w.isVisible() and w.visibleRegion().boundingRect().width() >= w.width() - 2, w.text()
+
+
+def test_every_control_has_a_tooltip(qtbot, window):
+    from PySide6.QtWidgets import QAbstractButton, QAbstractSlider, QAbstractSpinBox, QComboBox
+
+    window.stack.setCurrentIndex(1)
+    found = [w for cls in (QAbstractButton, QAbstractSlider, QAbstractSpinBox, QComboBox) for w in window.findChildren(cls)]
+    controls = [w for w in found
+                if w.isVisibleTo(window) and not w.inherits("QDockWidget") and w.parent() is not None
+                and not w.objectName().startswith("qt_") and w.metaObject().className() != "QToolButton"]
+    missing = [w.text() if hasattr(w, "text") else type(w).__name__ for w in controls if not w.toolTip()]
+    assert not missing, missing

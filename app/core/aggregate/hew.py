@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import lapack
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 THRESHOLD = 0.1  # t: edges below it are cut (authors' HeWR code; the earlier release used 0)
 Z_RATIO = 0.1  # Z = 0.1 * mean of the positive affinities
@@ -32,6 +32,7 @@ GUARD = 1e-3
 # Above this many features the float32 factorisation's error grows past 1e-4 (the condition number
 # grows with N): larger maps are factorised in float64.
 FLOAT32_MAX_N = 1536
+_threads = ThreadpoolController()  # made once: a fresh threadpool_limits() rescans every library (~1 ms)
 
 
 def affinity(x: np.ndarray, mu: np.ndarray, threshold: float = THRESHOLD, dtype=np.float64) -> np.ndarray:

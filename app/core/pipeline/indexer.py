@@ -56,6 +56,7 @@ class Progress:
     eta_s: float | None = None
     message: str = ""
     last_errors: list[tuple[str, str]] = field(default_factory=list)
+    folder_totals: dict[int, int] = field(default_factory=dict)  # photos found per folder by the scan
 
 
 @dataclass
@@ -122,6 +123,7 @@ def index_library(svc: "LibraryService", control: "JobControl", batch_size: int 
         prog.phase = "cancelled"
         yield prog
         return
+    prog.folder_totals = dict(diff.per_folder)
     for d, why in diff.unreadable:
         prog.last_errors.append((d, f"folder cannot be read ({why}); its photos are kept as they were"))
     _record_special(svc, diff.special, known, prog)

@@ -53,6 +53,7 @@ class ScanDiff:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     special: list[tuple[str, str]] = field(default_factory=list)
     vanished_dirs: set[str] = field(default_factory=set)
+    per_folder: dict[int, int] = field(default_factory=dict)  # photos found per library folder
 
 
 def walk_photos(root: Path, errors: list | None = None, special: list | None = None,
@@ -115,6 +116,7 @@ def diff_folders(folders: dict[int, str], known: dict[str, Known], cancelled: Ca
             if p in present:
                 continue
             present.add(p)
+            diff.per_folder[fid] = diff.per_folder.get(fid, 0) + 1
             info = FileInfo(p, st.st_size, st.st_mtime_ns, fid)
             row = known.get(p)
             if row is None:

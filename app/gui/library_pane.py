@@ -1,0 +1,107 @@
+"""The Library pane: the photo folders with live counts and states, and the buttons that change
+the library (add, remove with confirmation, re-index, forget missing photos)."""
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox, QPushButton, QVBoxLayout,
+                               QWidget)
+
+from ..core.library.paths import display
+
+
+class LibraryPane(QWidget):
+    addRequested = Signal()
+    removeRequested = Signal(str)  # folder path, after the user confirmed
+    reindexRequested = Signal()
+    forgetMissingRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        v = QVBoxLayout(self)
+        v.setContentsMargins(4, 4, 4, 4)
+        self.folder_list = QListWidget()
+        self.folder_list.setToolTip("Your photo folders (searched with everything below them). "
+                                    "HeatSearch only reads them: it never changes, moves or deletes a photo.")
+        self.folder_list.setWordWrap(True)
+        self.folder_list.setTextElideMode(Qt.ElideMiddle)
+        v.addWidget(self.folder_list, 1)
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        v.addWidget(self.summary)
+        row = QHBoxLayout()
+        row2 = QHBoxLayout()
+        self.add_btn = QPushButton("Add…")
+        self.add_btn.setToolTip("Add a photo folder to the library (or drop a folder on the window)")
+        self.remove_btn = QPushButton("Remove")
+        self.remove_btn.setToolTip("Forget the selected folder (its photos stay where they are)")
+        self.reindex_btn = QPushButton("Re-index")
+        self.reindex_btn.setToolTip("Look for new, changed and deleted photos now")
+        row.addWidget(self.add_btn)
+        row.addWidget(self.remove_btn)
+        row2.addWidget(self.reindex_btn)
+        v.addLayout(row)
+        v.addLayout(row2)
+        self.missing_btn = QPushButton("Forget missing photos")
+        self.missing_btn.setToolTip("Photos whose folder vanished are kept (out of the results) in case it comes back; "
+                                    "this forgets them for good")
+        self.missing_btn.setVisible(False)
+        v.addWidget(self.missing_btn)
+        self.add_btn.clicked.connect(self.addRequested)
+        self.remove_btn.clicked.connect(self._confirm_remove)
+        self.reindex_btn.clicked.connect(self.reindexRequested)
+        self.missing_btn.clicked.connect(self.forgetMissingRequested)
+        self.setMinimumWidth(160)
+        self._totals: dict[int, int] = {}
+
+    def set_read_only(self, read_only: bool) -> None:
+        for b in (self.add_btn, self.remove_btn, self.reindex_btn, self.missing_btn):
+            b.setEnabled(not read_only)
+
+    def set_scan_totals(self, totals: dict[int, int]) -> None:
+        """Photos found per folder by the running scan (for "48 of 56" while indexing)."""
+        self._totals = dict(totals)
+
+    def update_stats(self, stats: dict, indexing: bool = False) -> None:
+        current = self.current_path()
+        self.folder_list.clear()
+        for f in stats.get("folders", []):
+            name = os.path.basename(display(f["path"]).rstrip("/")) or display(f["path"])
+            indexed, failed = f.get("indexed", 0), f.get("failed", 0)
+            total = max(self._totals.get(f["id"], 0), f.get("images", 0) - failed - f.get("missing", 0)) if indexing else 0
+            count = f"{indexed} of {total} indexed" if indexing and total > indexed else f"{indexed} photos"
+            if failed:
+                count += f" · {failed} skipped"
+            if f.get("missing"):
+                count += f" · {f['missing']} missing"
+            state = {"offline": "  (offline: not reachable now)", "missing": "  (missing: the folder is gone)"}.get(f.get("state"), "")
+            item = QListWidgetItem(f"{name}{state}\n{count}")
+            item.setData(Qt.UserRole, f["path"])
+            item.setToolTip(display(f["path"]))
+            self.folder_list.addItem(item)
+            if f["path"] == current:
+                self.folder_list.setCurrentItem(item)
+        missing = stats.get("missing", 0)
+        self.missing_btn.setVisible(bool(missing))
+        self.missing_btn.setText(f"Forget {missing} missing photo{'s' if missing != 1 else ''}")
+        n = stats.get("indexed", 0)
+        self.summary.setText(f"{n} photo{'s' if n != 1 else ''} searchable" if stats.get("folders") else "")
+
+    def current_path(self) -> str | None:
+        item = self.folder_list.currentItem()
+        return item.data(Qt.UserRole) if item is not None else None
+
+    def _confirm_remove(self) -> None:
+        path = self.current_path()
+        if path is None:
+            QMessageBox.information(self, "Remove a folder", "Select a folder in the list first.")
+            return
+        item = self.folder_list.currentItem()
+        answer = QMessageBox.question(
+            self, "Remove this folder from the library?",
+            f"Forget {display(path)} ({item.text().splitlines()[-1]})?\n\n"
+            "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.",
+            QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Cancel)
+        if answer == QMessageBox.Yes:
+            self.removeRequested.emit(path)

@@ -1,0 +1,88 @@
+"""The preview pane: the selected result large, with its heat overlay when the overlay is on.
+Always about the current selection of the current result list: cleared by a new search."""
+from __future__ import annotations
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QImage, QPainter, QPixmap
+from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+from ..core.heatmap import overlay_rgba
+from ..core.library.paths import display
+from ..core.pipeline.search import Hit
+from .query_view import rgba_qimage
+
+PREVIEW_LOAD = QSize(1024, 1024)
+
+
+class PreviewPane(QWidget):
+    def __init__(self, loader, heat_lookup, parent=None):
+        super().__init__(parent)
+        self.loader = loader
+        self.heat_lookup = heat_lookup
+        self.show_heat = False
+        self.hit: Hit | None = None
+        v = QVBoxLayout(self)
+        v.setContentsMargins(4, 4, 4, 4)
+        self.picture = QLabel()
+        self.picture.setAlignment(Qt.AlignCenter)
+        self.picture.setWordWrap(True)
+        self.picture.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
+        self.picture.setMinimumSize(120, 90)
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        self.caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        v.addWidget(self.picture, 1)
+        v.addWidget(self.caption)
+        self.setMinimumWidth(150)
+        loader.loaded.connect(self._on_loaded)
+        self.clear()
+
+    def clear(self, text: str = "Select a result to see it here") -> None:
+        self.hit = None
+        self.picture.setPixmap(QPixmap())
+        self.picture.setText(text)
+        self.caption.setText("")
+
+    def show_hit(self, hit: Hit | None) -> None:
+        if hit is None:
+            self.clear()
+            return
+        self.hit = hit
+        self.caption.setText(f"#{hit.rank} · relevance {hit.score:.2f} · similarity {hit.similarity:.3f}\n{display(hit.path)}")
+        self._render()
+
+    def set_heat(self, on: bool) -> None:
+        self.show_heat = on
+        self._render()
+
+    def _on_loaded(self, path: str) -> None:
+        if self.hit is not None and path == self.hit.path:
+            self._render()
+
+    def resizeEvent(self, e):
+        super().resizeEvent(e)
+        self._render()
+
+    def _render(self) -> None:
+        hit = self.hit
+        if hit is None:
+            return
+        img = self.loader.get(hit.path, PREVIEW_LOAD)
+        if img is None:
+            self.loader.request(hit.path, PREVIEW_LOAD)
+            self.picture.setPixmap(QPixmap())
+            self.picture.setText("Loading…")
+            return
+        if img.isNull():
+            self.picture.setPixmap(QPixmap())
+            self.picture.setText(f"Cannot show this photo: {self.loader.error(hit.path, PREVIEW_LOAD) or 'unreadable'}")
+            return
+        box = self.picture.size()
+        shown = img.scaled(box, Qt.KeepAspectRatio, Qt.SmoothTransformation).convertToFormat(QImage.Format_ARGB32)
+        if self.show_heat:
+            grid = self.heat_lookup(hit.image_id)
+            if grid is not None:
+                p = QPainter(shown)
+                p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (shown.width(), shown.height()), 110)))
+                p.end()
+        self.picture.setPixmap(QPixmap.fromImage(shown))

@@ -1,0 +1,158 @@
+"""The built-in viewer (double-click or Enter on a result): the photo large, fitted or at 1:1,
+previous/next through the results, the heat overlay, "Search with this photo", "Draw a box here",
+and the system viewer / file manager with a visible message when there is none."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QImage, QPainter, QPixmap
+from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QScrollArea,
+                               QSizePolicy, QVBoxLayout)
+
+from ..core.heatmap import overlay_rgba
+from ..core.library.paths import display
+from .query_view import rgba_qimage
+
+VIEWER_LOAD = QSize(4096, 4096)  # 1:1 up to 16 MP; larger photos are shown at 4096 px (memory)
+
+
+def open_externally(parent, path: str, folder: bool = False) -> bool:
+    """Open a photo in the system viewer (or its folder in the file manager); say so visibly when
+    the system has no program for it."""
+    target = str(Path(path).parent) if folder else path
+    ok = QDesktopServices.openUrl(QUrl.fromLocalFile(target))
+    if not ok:
+        what = "file manager" if folder else "photo viewer"
+        QMessageBox.information(parent, "HeatSearch", f"No {what} is set up on this computer to open\n{display(target)}\n\n"
+                                "Its path can be copied from the result's menu (Copy path).")
+    return ok
+
+
+class ViewerDialog(QDialog):
+    searchWith = Signal(str)
+    drawBoxOn = Signal(str)
+    currentChanged = Signal(int)  # row in the results
+
+    def __init__(self, loader, heat_lookup, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("HeatSearch viewer")
+        self.loader = loader
+        self.heat_lookup = heat_lookup
+        self.hits = []
+        self.row = 0
+        self.fit = True
+        v = QVBoxLayout(self)
+        self.scroll = QScrollArea()
+        self.scroll.setAlignment(Qt.AlignCenter)
+        self.picture = QLabel("Loading…")
+        self.picture.setAlignment(Qt.AlignCenter)
+        self.picture.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
+        self.scroll.setWidget(self.picture)
+        self.scroll.setWidgetResizable(True)
+        v.addWidget(self.scroll, 1)
+        self.caption = QLabel()
+        self.caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        v.addWidget(self.caption)
+        row = QHBoxLayout()
+        self.prev_btn = QPushButton("◀ Previous")
+        self.next_btn = QPushButton("Next ▶")
+        self.fit_btn = QPushButton("Actual size")
+        self.heat_check = QCheckBox("Heat map")
+        self.search_btn = QPushButton("Search with this photo")
+        self.box_btn = QPushButton("Draw a box here")
+        self.open_btn = QPushButton("Open in system viewer")
+        self.reveal_btn = QPushButton("Show in folder")
+        tips = {self.prev_btn: "Previous result (Left arrow)", self.next_btn: "Next result (Right arrow)",
+                self.fit_btn: "Switch between fitting the window and actual pixels (F)",
+                self.heat_check: "Show which parts of the photo carried its description (H)",
+                self.search_btn: "Use this photo as the query", self.box_btn: "Use this photo as the query and draw a box on it",
+                self.open_btn: "Open the photo in your system's viewer", self.reveal_btn: "Open its folder in your file manager"}
+        for w, tip in tips.items():
+            w.setToolTip(tip)
+            row.addWidget(w)
+        v.addLayout(row)
+        self.prev_btn.clicked.connect(lambda: self.step(-1))
+        self.next_btn.clicked.connect(lambda: self.step(1))
+        self.fit_btn.clicked.connect(self.toggle_fit)
+        self.heat_check.toggled.connect(lambda _: self._render())
+        self.search_btn.clicked.connect(lambda: self._emit(self.searchWith))
+        self.box_btn.clicked.connect(lambda: self._emit(self.drawBoxOn))
+        self.open_btn.clicked.connect(lambda: self.hit and open_externally(self, self.hit.path))
+        self.reveal_btn.clicked.connect(lambda: self.hit and open_externally(self, self.hit.path, folder=True))
+        self._keys = {Qt.Key_Left: lambda: self.step(-1), Qt.Key_Right: lambda: self.step(1),
+                      Qt.Key_F: self.toggle_fit, Qt.Key_H: self.heat_check.toggle}
+        for b in (self.prev_btn, self.next_btn, self.fit_btn, self.search_btn, self.box_btn, self.open_btn, self.reveal_btn):
+            b.setFocusPolicy(Qt.NoFocus)  # arrows page through results, they do not move focus
+        loader.loaded.connect(self._on_loaded)
+        self.resize(1000, 700)
+
+    def keyPressEvent(self, e):
+        fn = self._keys.get(e.key())
+        if fn is not None:
+            fn()
+        else:
+            super().keyPressEvent(e)
+
+    @property
+    def hit(self):
+        return self.hits[self.row] if 0 <= self.row < len(self.hits) else None
+
+    def show_results(self, hits, row: int, heat: bool) -> None:
+        self.hits, self.row = list(hits), row
+        self.heat_check.setChecked(heat)
+        self._render()
+
+    def step(self, d: int) -> None:
+        if self.hits:
+            self.row = (self.row + d) % len(self.hits)
+            self.currentChanged.emit(self.row)
+            self._render()
+
+    def toggle_fit(self) -> None:
+        self.fit = not self.fit
+        self.fit_btn.setText("Actual size" if self.fit else "Fit to window")
+        self.scroll.setWidgetResizable(self.fit)
+        self._render()
+
+    def _emit(self, signal) -> None:
+        if self.hit is not None:
+            signal.emit(self.hit.path)
+            self.close()
+
+    def _on_loaded(self, path: str) -> None:
+        if self.hit is not None and path == self.hit.path:
+            self._render()
+
+    def resizeEvent(self, e):
+        super().resizeEvent(e)
+        self._render()
+
+    def _render(self) -> None:
+        hit = self.hit
+        if hit is None:
+            return
+        self.setWindowTitle(f"{Path(display(hit.path)).name} — HeatSearch viewer")
+        self.caption.setText(f"#{hit.rank} of {len(self.hits)} · relevance {hit.score:.2f} · {display(hit.path)}")
+        img = self.loader.get(hit.path, VIEWER_LOAD)
+        if img is None:
+            self.loader.request(hit.path, VIEWER_LOAD)
+            self.picture.setPixmap(QPixmap())
+            self.picture.setText("Loading…")
+            return
+        if img.isNull():
+            self.picture.setText(f"Cannot show this photo: {self.loader.error(hit.path, VIEWER_LOAD) or 'unreadable'}")
+            return
+        shown = img
+        if self.fit:
+            shown = img.scaled(self.scroll.viewport().size() - QSize(4, 4), Qt.KeepAspectRatio, Qt.SmoothTransformation)
+        shown = shown.convertToFormat(QImage.Format_ARGB32)
+        if self.heat_check.isChecked():
+            grid = self.heat_lookup(hit.image_id)
+            if grid is not None:
+                p = QPainter(shown)
+                p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (shown.width(), shown.height()), 110)))
+                p.end()
+        self.picture.setPixmap(QPixmap.fromImage(shown))
+        if not self.fit:
+            self.picture.resize(shown.size())
