@@ -135,6 +135,10 @@ def _settings(a):
             setattr(settings, name, getattr(a, name))
     if getattr(a, "size", None):
         settings.max_side = a.size
+    if getattr(a, "device", None) not in (None, "auto", "cpu"):
+        from .core.features.engine import EngineChoice
+
+        EngineChoice(device=a.device).resolve_device()  # a device this machine lacks: one line, now
     return home, settings
 
 
@@ -145,14 +149,14 @@ def _open(a, write: bool):
     from .core.library.service import LibraryService
 
     home, settings = _settings(a)
-    check_home(home)
-    if getattr(a, "paths", None):
+    if getattr(a, "paths", None):  # before anything is created: never a file in a photo folder
         from .core.library.paths import is_within
 
         for p in a.paths:
             if is_within(home, Path(p).expanduser().resolve()):
                 raise InputError(f"the data folder {home} lies inside {p}: HeatSearch never writes into photo folders; "
                                  "pass another --home")
+    check_home(home)
     if write:
         svc = LibraryService(home, settings, wait=float("inf"),
                              on_wait=lambda who: print(f"heatsearch: waiting for {who} to finish with {home} (Ctrl+C to stop)",
@@ -164,6 +168,8 @@ def _open(a, write: bool):
             svc = LibraryService(home, settings, read_only=True)
             print(f"heatsearch: {svc.lock.describe_holder()} is writing this library; reading it as it is",
                   file=sys.stderr)
+    if not getattr(a, "json", False) and getattr(a, "command", "") != "index":  # index prints its own events
+        svc.subscribe(lambda ev: ev.kind == "log" and print(f"heatsearch: {ev.data}", file=sys.stderr, flush=True))
     try:
         svc.wait_ready()
     except HeatSearchError:

@@ -42,10 +42,11 @@ except Exception:  # pragma: no cover
     pass
 
 # The size cap, explicit: photos up to 200 megapixels are indexed (cameras stop near 100 MP;
-# panoramas reach 200); larger files are refused before their pixels are decoded. Pillow's own
-# decompression-bomb check is set to the same limit so it never refuses a photo we accept.
+# panoramas reach 200); larger files are refused from their header, before a pixel is decoded
+# (`decode`, `image_size`). Pillow's own decompression-bomb check (a warning from 89 MP) is
+# replaced by this one, so it never refuses a photo we accept.
 MAX_PIXELS = 200_000_000
-Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+Image.MAX_IMAGE_PIXELS = None
 MIN_SIDE = 16  # smaller images cannot be described (a 1x1 map has no graph): skipped with a reason
 ImageFile.LOAD_TRUNCATED_IMAGES = False
 
@@ -161,7 +162,7 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
             img = Image.open(fh)
             w, h = img.size
             if w * h > max_pixels:
-                raise ImageError(f"image too large ({w}x{h} = {w * h / 1e6:.0f} MP; the limit is {max_pixels / 1e6:.0f} MP)")
+                raise ImageError(f"image too large ({w}x{h} = {w * h / 1e6:.1f} MP; the limit is {max_pixels / 1e6:.0f} MP)")
             if min(w, h) < MIN_SIDE:
                 raise ImageError(f"image too small to describe ({w}x{h} pixels)")
             img.seek(0)  # GIF/TIFF: first frame
@@ -278,18 +279,26 @@ def image_size(path) -> tuple[int, int]:
     if os.path.splitext(os.fspath(path))[1].lower() in RAW_EXTENSIONS:
         return decode(path).orig_size
     try:
+        if os.stat(path).st_size == 0:
+            raise ImageError("empty file (0 bytes)")
         with Image.open(path) as img:
             w, h = img.size
+            if w * h > MAX_PIXELS:
+                raise ImageError(f"image too large ({w}x{h} = {w * h / 1e6:.1f} MP; the limit is {MAX_PIXELS / 1e6:.0f} MP)")
             o = img.getexif().get(0x0112, 1)
             return (h, w) if o in (5, 6, 7, 8) else (w, h)
+    except ImageError:
+        raise
     except FileNotFoundError as e:
         raise ImageError("no such file") from e
     except PermissionError as e:
         raise ImageError("permission denied") from e
     except Image.UnidentifiedImageError as e:
         raise ImageError("not an image (or an unsupported format)") from e
-    except Exception as e:  # noqa: BLE001
-        raise ImageError(f"cannot read the photo: {_reason(e)}") from e
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        raise ImageError(f"corrupt or truncated image: {_reason(e)}") from e
+    except Exception as e:  # noqa: BLE001 - a decoder's own error
+        raise ImageError(f"cannot decode: {_reason(e)}") from e
 
 
 def read_bytes_limited(path, limit: int = 64 << 20) -> bytes:

@@ -26,7 +26,10 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX IF NOT EXISTS ix_descriptors_space_gen ON descriptors (space_id, gen)",
     ],
 }
-BUSY_TIMEOUT_MS = 30_000
+import os
+
+# How long a statement waits for another program's lock before the writer reports it and retries.
+BUSY_TIMEOUT_MS = int(os.environ.get("HEATSEARCH_BUSY_MS", "30000"))
 
 
 def _pragmas(dbapi_conn, _record):

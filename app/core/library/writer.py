@@ -11,6 +11,7 @@ catalog. So a kill at any point leaves nothing that a restart does not repair.
 """
 from __future__ import annotations
 
+import os
 import random
 import time
 from pathlib import Path
@@ -36,6 +37,8 @@ from .snapshot import FolderInfo, Snapshot, SpaceInfo
 WHITEN_SAMPLE = 20_000  # descriptors used to fit the whitening (a random sample beyond that)
 COMPACT_DEAD = 0.25  # compact the vector store when this share of its slots is dead
 SAVE_EVERY_S = 300  # during long runs, save the vector files this often (shorter catch-up after a crash)
+# opening waits this long for another program's catalog lock, then says so
+OPEN_WAIT_S = float(os.environ.get("HEATSEARCH_OPEN_WAIT_S", "15"))
 
 
 def f32(b: bytes) -> np.ndarray:
@@ -76,10 +79,13 @@ class LibraryWriter:
         self.folders: tuple[FolderInfo, ...] = ()
 
     # ---- catalog transactions ---------------------------------------------------------------------
-    def transaction(self, fn, cancelled: Callable[[], bool] | None = None, waiting: Callable[[str], None] | None = None):
+    def transaction(self, fn, cancelled: Callable[[], bool] | None = None, waiting: Callable[[str], None] | None = None,
+                    max_wait: float | None = None):
         """Run fn(session) in one write transaction. When another program holds the catalog's
-        write lock past SQLite's busy timeout, say so and retry until it is free or we are cancelled."""
+        write lock past SQLite's busy timeout, say so and retry until it is free, we are cancelled,
+        or `max_wait` seconds have passed (then CatalogError)."""
         told = False
+        start = time.monotonic()
         while True:
             try:
                 with self.db.begin() as s:
@@ -89,6 +95,8 @@ class LibraryWriter:
                     raise explain(self.home / "catalog.sqlite", e) from e
                 if cancelled is not None and cancelled():
                     raise Cancelled("cancelled while the catalog was locked") from e
+                if max_wait is not None and time.monotonic() - start > max_wait:
+                    raise explain(self.home / "catalog.sqlite", e) from e
                 if not told:
                     msg = "the catalog is locked by another program; waiting for it"
                     (waiting or self.log)(msg)
@@ -129,9 +137,12 @@ class LibraryWriter:
                 s.add(row)
                 return row
 
-            self.transaction(create)
+            self.transaction(create, max_wait=OPEN_WAIT_S)
         if not self.read_only:
-            self.transaction(lambda s: s.execute(update(Space).values(active=(Space.key == key))))
+            with self.db() as s:
+                actives = set(s.scalars(select(Space.key).where(Space.active == 1)))
+            if actives != {key}:
+                self.transaction(lambda s: s.execute(update(Space).values(active=(Space.key == key))), max_wait=OPEN_WAIT_S)
         self.reload_space(key)
         self.load_store(cancelled)
         self.refresh_folders()
@@ -325,7 +336,7 @@ class LibraryWriter:
             def write(s):
                 for fid, state in changed.items():
                     s.get(Folder, fid).state = state
-            self.transaction(write)
+            self.transaction(write, max_wait=OPEN_WAIT_S)
         self.folders = tuple(out)
 
     def add_folder(self, path) -> FolderInfo:

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 from sqlalchemy import delete, select, update
 
-from ..catalog.models import Descriptor, Image
+from ..catalog.models import Descriptor, Folder, Image
 from ..describe import describe_features, mean_local_feature
 from ..errors import Cancelled, ImageError
 from ..features.preprocess import prepare
-from ..imageio import MAX_PIXELS, check_content, decode, file_digest, sharpness
+from ..imageio import MAX_PIXELS, check_content, decode, file_digest, image_size, sharpness
 from ..library import paths
 from ..library.writer import f32
 from .scan import FileInfo, Known, diff_folders
@@ -75,6 +75,7 @@ def _decode(info: FileInfo, reuse: dict[str, int], max_side: int, mean, std) -> 
     """Worker: stream the file's digest; decode only when no stored descriptor has these bytes.
     Never raises: every failure becomes a reason."""
     try:
+        image_size(info.path)  # the header first: a huge file that is not a photo is never read whole
         digest = file_digest(info.path)
         if digest in reuse:
             return _Decoded(info, digest, reuse_of=reuse[digest], taken=info.mtime_ns / 1e9)
@@ -117,6 +118,7 @@ def index_library(svc: "LibraryService", control: "JobControl", batch_size: int 
     yield prog
     w.refresh_folders()
     reachable = {f.id: f.path for f in w.folders if f.state == "ok"}
+    _mark_missing_folders(svc, [f.id for f in w.folders if f.state == "missing"], prog)
     known = _known_rows(svc, reachable)
     diff = diff_folders(reachable, known, lambda: control.cancelled, verify)
     if control.cancelled:
@@ -136,9 +138,14 @@ def index_library(svc: "LibraryService", control: "JobControl", batch_size: int 
         return
     sp = w.space
     with svc.db() as s:
-        reuse = dict(s.execute(select(Image.digest, Image.id).join(Descriptor, Descriptor.image_id == Image.id)
-                               .where(Descriptor.space_id == sp.id, Image.digest != "", Image.status == "indexed")).all())
+        known_content = s.execute(select(Image.digest, Image.id, Image.status).join(Descriptor, Descriptor.image_id == Image.id)
+                                  .where(Descriptor.space_id == sp.id, Image.digest != "",
+                                         Image.status.in_(("indexed", "missing")))).all()
+    reuse = {dg: i for dg, i, st in known_content if st == "missing"}
+    reuse.update({dg: i for dg, i, st in known_content if st == "indexed"})  # a present copy wins
     gone = dict(diff.gone)
+    claim = dict(gone)  # rows a moved file may take over: gone ones, and missing ones
+    claim.update({i: "" for _, i, st in known_content if st == "missing"})
     prog.phase = "loading the model"
     yield prog
     ex = svc.extractor(svc.snapshot().space if svc.snapshot().space and svc.snapshot().space.id == sp.id else None)
@@ -180,7 +187,7 @@ def index_library(svc: "LibraryService", control: "JobControl", batch_size: int 
                 return 0
             if not pending:  # nothing decodable yet: record the failures, calibrate later
                 n = len(pending_bad)
-                _write_batch(svc, pending_bad, {}, existing, gone, prog, control)
+                _write_batch(svc, pending_bad, {}, existing, gone, claim, prog, control)
                 pending_bad.clear()
                 return n
             w.set_mu(mean_local_feature([m.transpose(1, 2, 0) for _, m in pending]), len(pending))
@@ -191,7 +198,7 @@ def index_library(svc: "LibraryService", control: "JobControl", batch_size: int 
             pending_bad.clear()
             prog.phase = "indexing"
         descs = describe(maps)
-        _write_batch(svc, items, dict(zip(fresh, descs)), existing, gone, prog, control)
+        _write_batch(svc, items, dict(zip(fresh, descs)), existing, gone, claim, prog, control)
         return len(items)
 
     cancelled = False
@@ -256,9 +263,11 @@ def _finish(svc, control, diff, prog: Progress, gone: dict | None = None) -> Ite
 
         w.transaction(write, lambda: control.cancelled)
         w.store.kill_ids(list(gone))
-        prog.removed, prog.missing = len(removed_ids), len(missing_ids)
+        prog.removed += len(removed_ids)
+        prog.missing += len(missing_ids)
         for d in sorted(diff.vanished_dirs):
             prog.last_errors.append((d, "this folder is gone: its photos are kept as missing until you forget them"))
+    _drop_empty_missing_folders(svc)
     prog.phase = "finishing"
     yield prog
     if not control.cancelled:
@@ -270,7 +279,8 @@ def _finish(svc, control, diff, prog: Progress, gone: dict | None = None) -> Ite
     yield prog
 
 
-def _write_batch(svc, items: list[_Decoded], described: dict, existing: dict, gone: dict, prog: Progress, control) -> None:
+def _write_batch(svc, items: list[_Decoded], described: dict, existing: dict, gone: dict, claim: dict,
+                 prog: Progress, control) -> None:
     """One transaction for the batch (with the space's generation bumped), then the vectors."""
     w = svc.writer
     sid = w.space.id
@@ -288,12 +298,17 @@ def _write_batch(svc, items: list[_Decoded], described: dict, existing: dict, go
         for k, d in enumerate(items):
             info = d.info
             row_id = existing.get(info.path)
-            if d.reuse_of is not None and d.reuse_of in gone and d.reuse_of not in moved and row_id is None:
+            if d.reuse_of is not None and d.reuse_of in claim and d.reuse_of not in moved and row_id is None:
                 # moved or renamed: the old row follows the file, descriptor and all (same slot)
                 row = s.get(Image, d.reuse_of)
                 row.path, row.folder_id, row.size, row.mtime_ns = paths.to_db(info.path), info.folder_id, info.size, info.mtime_ns
                 moved.append(d.reuse_of)
                 reused += 1
+                if row.status == "missing":  # back from a vanished folder: into the results again
+                    row.status = "indexed"
+                    dsc = s.get(Descriptor, (row.id, sid))
+                    dsc.gen = gen
+                    added.append((row.id, dsc.raw))
                 continue
             row = s.get(Image, row_id) if row_id is not None else None
             if row is None:
@@ -343,6 +358,7 @@ def _write_batch(svc, items: list[_Decoded], described: dict, existing: dict, go
     w.generation = gen
     for i in moved:
         gone.pop(i, None)
+        claim.pop(i, None)
     prog.failed += len(errors)
     prog.reused += reused
     prog.last_errors.extend(errors)
@@ -377,6 +393,43 @@ def _record_special(svc, special, known: dict, prog: Progress) -> None:
     w.transaction(write)
     prog.failed += len(todo)
     prog.last_errors.extend((paths.display(p), why) for p, why in todo)
+
+
+def _mark_missing_folders(svc, folder_ids: list[int], prog: Progress) -> None:
+    """A library folder that is gone (its parent is there): its photos leave the results but keep
+    their rows and descriptors, as 'missing', until the user forgets them or the folder returns."""
+    if not folder_ids:
+        return
+    w = svc.writer
+    with svc.db() as s:
+        ids = list(s.scalars(select(Image.id).where(Image.folder_id.in_(folder_ids), Image.status == "indexed")))
+    if not ids:
+        return
+
+    def write(s):
+        for chunk in _chunks(ids, 500):
+            s.execute(update(Image).where(Image.id.in_(chunk)).values(status="missing"))
+        return w.bump(s)
+
+    w.generation = w.transaction(write)
+    w.store.kill_ids(ids)
+    w.publish()
+    prog.missing += len(ids)
+
+
+def _drop_empty_missing_folders(svc) -> None:
+    """Forget folder rows that are gone and hold no photo any more (their photos moved elsewhere
+    in the library)."""
+    w = svc.writer
+    gone = [f.id for f in w.folders if f.state == "missing"]
+    if not gone:
+        return
+    with svc.db() as s:
+        used = set(s.scalars(select(Image.folder_id).where(Image.folder_id.in_(gone)).distinct()))
+    empty = [i for i in gone if i not in used]
+    if empty:
+        w.transaction(lambda s: s.execute(delete(Folder).where(Folder.id.in_(empty))))
+        w.refresh_folders()
 
 
 def _restore(svc, restored: list, prog: Progress) -> None:

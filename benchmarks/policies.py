@@ -1,0 +1,318 @@
+"""Choosing the defaults as policies of the library, on every shared set at once.
+
+    python benchmarks/policies.py --exp size       # input size sweep, every column, shipped policies
+    python benchmarks/policies.py --exp whiten     # mAP against library size n for whitening policies
+    python benchmarks/policies.py --exp refine     # QE / HeR (and HeR's k) by library size and query kind
+    python benchmarks/policies.py --exp box        # box modes: map, crop, hybrid
+    python benchmarks/policies.py --exp final      # the shipped policies against the old defaults
+
+Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
+revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.
+Libraries of size n are random subsets (fixed seeds, UKBench groups kept whole) of UKBench, of
+Paris250, and of their union (each the other's distractors); figures are means over seeds.
+Feature maps come from the `heatsearch eval` cache (run it once per size; see README).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.core import policy  # noqa: E402
+from app.core.aggregate.descriptor import Whitening, learn_whitening  # noqa: E402
+from app.core.config import models_dir  # noqa: E402
+from app.core.describe import describe_map, mean_local_feature  # noqa: E402
+from app.core.evaluation import datasets as ds  # noqa: E402
+from app.core.evaluation.metrics import Gnd, mean_ap  # noqa: E402
+from app.core.evaluation.runner import MapCache, default_cache_dir  # noqa: E402
+from app.core.features.engine import EngineChoice  # noqa: E402
+from app.core.features.extractor import Extractor  # noqa: E402
+from app.core.features.registry import DEFAULT_BACKBONE, load_backbone  # noqa: E402
+from app.core.rerank.her import her_rerank  # noqa: E402
+from app.core.rerank.qe import expand_query  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One way to search. whiten: 'none' | 'old' (D = 512 from 2,048 photos) | 'policy' |
+    ('fixed', D) | ('ratio', photos per dim); box: map | crop | hybrid."""
+
+    whiten: object = "policy"
+    qe: bool = True
+    qe_n: int = 2
+    qe_alpha: float = 3.0
+    her: bool = True
+    her_k: int = 800
+    box: str = "map"
+    shrinkage: float = 1.0
+
+
+OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
+
+
+class Data:
+    """Raw HeW descriptors of every database photo and query variant at one input size."""
+
+    def __init__(self, size: int, backbone: str = DEFAULT_BACKBONE):
+        bb = load_backbone(backbone)
+        ex = Extractor.create(bb, EngineChoice(), size, models_dir(), log=lambda m: None)
+        cache = MapCache(ex, default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+        uk = ds.ukbench(SHARED / "ukbench")
+        rev, loo = ds.paris250(SHARED / "paris250")
+        self.uk_images = [str(p) for p in uk.images]
+        self.pa_images = [str(p) for p in loo.images]  # all 250; the revisited db is 238 of them
+        self.rev_names = [Path(p).stem for p in rev.images]
+        self.images = self.uk_images + self.pa_images  # the union: row i of every matrix
+        maps = cache.get_many([(Path(p), None) for p in self.images])
+        self.maps = maps
+        self.sizes = {Path(p): m.orig_size for p, m in zip(self.images, maps)}
+        self.uk_groups = uk.groups
+        reg = ds.random_boxes(uk, self.sizes, 0)
+        self.uk_boxes = [q.box for q in reg.queries]
+        self.uk_crops = cache.get_many([(q.path, q.box) for q in reg.queries])
+        self.rev = rev
+        self.rev_full = cache.get_many([(q.path, None) for q in rev.queries])
+        self.rev_crops = cache.get_many([(q.path, q.box) for q in rev.queries])
+        self.loo = loo
+        self._mu_cache = {}
+
+    def describe(self, rows: np.ndarray) -> dict:
+        """Raw descriptors of the database rows and of every query, with mu from those rows
+        (the library's own mean, as the app computes it)."""
+        key = tuple(rows.tolist())
+        if key in self._mu_cache:
+            return self._mu_cache[key]
+        mu = mean_local_feature([self.maps[i].features for i in rows])
+        db = {int(i): describe_map(self.maps[i], mu).raw for i in rows}
+        out = {"db": db, "uk_box_map": {}, "uk_box_crop": {}, "rev_map": [], "rev_crop": []}
+        for i in rows:
+            if i < len(self.uk_images):
+                out["uk_box_map"][int(i)] = describe_map(self.maps[i], mu, self.uk_boxes[i]).raw
+                out["uk_box_crop"][int(i)] = describe_map(self.uk_crops[i], mu).raw
+        out["rev_map"] = [describe_map(fm, mu, q.box).raw for fm, q in zip(self.rev_full, self.rev.queries)]
+        out["rev_crop"] = [describe_map(fm, mu).raw for fm in self.rev_crops]
+        self._mu_cache = {key: out}  # one library at a time
+        return out
+
+
+def whitening(cfg: Config, db: np.ndarray) -> Whitening:
+    n, c = db.shape
+    w = cfg.whiten
+    if w == "none":
+        return Whitening.identity(c)
+    if w == "old":
+        return learn_whitening(db, 512, 1.0) if n >= 4 * 512 else Whitening.identity(c)
+    if w == "policy":
+        d = policy.whitening_dim(n, c)
+    elif w[0] == "fixed":
+        d = w[1] if n >= max(2 * w[1], 64) else 0
+    elif w[0] == "ratio":
+        d = min(512, int(n / w[1]))
+        d = d if d >= 16 else 0
+    else:
+        raise ValueError(w)
+    return learn_whitening(db, d, cfg.shrinkage) if d else Whitening.identity(c)
+
+
+def rank(cfg: Config, qs: np.ndarray, db: np.ndarray, own: list) -> list[np.ndarray]:
+    """Rankings (0-based db rows) for whitened queries, as the app ranks."""
+    out = []
+    sims = qs @ db.T
+    for i, q in enumerate(qs):
+        base = np.argsort(-sims[i], kind="stable")
+        src = expand_query(q, db, base, cfg.qe_n, cfg.qe_alpha) if cfg.qe else q
+        if cfg.her:
+            r = her_rerank(src, db, base, cfg.her_k)
+        elif cfg.qe:
+            r = np.argsort(-(db @ src), kind="stable")
+        else:
+            r = base
+        if own[i] is not None:  # the app pins the query photo itself first
+            r = np.concatenate([[own[i]], r[r != own[i]]])
+        out.append(r)
+    return out
+
+
+def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
+    """mAP (%) of every column that this library has ground truth for."""
+    d = data.describe(rows)
+    rows = np.asarray(sorted(rows))
+    pos = {int(r): k for k, r in enumerate(rows)}
+    db_raw = np.stack([d["db"][int(r)] for r in rows])
+    w = whitening(cfg, db_raw)
+    db = w.apply(db_raw)
+    out = {}
+    n_uk = len(data.uk_images)
+    uk_rows = [r for r in rows if r < n_uk]
+    if uk_rows:
+        gnd = []
+        for r in uk_rows:
+            mates = {pos[m] for m in range(n_uk) if data.uk_groups[m] == data.uk_groups[r] and m != r and m in pos}
+            gnd.append(Gnd(mates, {pos[int(r)]}))
+        qs = w.apply(np.stack([d["db"][int(r)] for r in uk_rows]))
+        out["uk full"] = 100 * mean_ap(rank(cfg, qs, db, [pos[int(r)] for r in uk_rows]), gnd)["mAP"]
+        key = {"map": "uk_box_map", "crop": "uk_box_crop"}
+        if cfg.box == "hybrid":
+            raw = [d["uk_box_map"][int(r)] + d["uk_box_crop"][int(r)] for r in uk_rows]
+        else:
+            raw = [d[key[cfg.box]][int(r)] for r in uk_rows]
+        qs = w.apply(np.stack(raw))
+        out["uk box"] = 100 * mean_ap(rank(cfg, qs, db, [None] * len(uk_rows)), gnd)["mAP"]
+    pa_rows = [r for r in rows if r >= n_uk]
+    if pa_rows:
+        name_row = {Path(data.images[r]).stem: pos[int(r)] for r in pa_rows}
+        idx = {Path(p).stem: i for i, p in enumerate(data.pa_images)}
+        # revisited box queries, both box modes (the rule keeps both as columns)
+        for mode in ("crop", "map"):
+            raws = d["rev_map"] if mode == "map" else d["rev_crop"]
+            if cfg.box == "hybrid":
+                raws = [a + b for a, b in zip(d["rev_map"], d["rev_crop"])]
+            gnds = {s: [] for s in ("Easy", "Medium", "Hard")}
+            keep = []
+            for qi, q in enumerate(data.rev.queries):
+                # the query photo itself is in a user's library: it counts as junk (neither right nor wrong)
+                own = {name_row[Path(q.path).stem]} if Path(q.path).stem in name_row else set()
+                conv = {s: Gnd({name_row[data.rev_names[j]] for j in g.ok if data.rev_names[j] in name_row},
+                               {name_row[data.rev_names[j]] for j in g.junk if data.rev_names[j] in name_row} | own)
+                        for s, g in q.gnd.items()}
+                keep.append(qi)
+                for s in gnds:
+                    gnds[s].append(conv[s])
+            qs = w.apply(np.stack([raws[qi] for qi in keep]))
+            rk = rank(cfg, qs, db, [None] * len(keep))
+            for s in ("Easy", "Medium", "Hard"):
+                m = mean_ap(rk, gnds[s])["mAP"]
+                if m == m:  # NaN when no query has a positive in this library
+                    out[f"rev {mode} {s[0]}"] = 100 * m
+        # landmark leave-one-out
+        qrows, gnd = [], []
+        for q in data.loo.queries:
+            stem = Path(q.path).stem
+            if stem not in name_row:
+                continue
+            me = name_row[stem]
+            ok = {name_row[Path(data.pa_images[j]).stem] for j in q.gnd["all"].ok if Path(data.pa_images[j]).stem in name_row} - {me}
+            junk = {name_row[Path(data.pa_images[j]).stem] for j in q.gnd["all"].junk if Path(data.pa_images[j]).stem in name_row} | {me}
+            qrows.append(data.pa_images.index(str(q.path)) + n_uk)
+            gnd.append(Gnd(ok, junk))
+        if qrows:
+            qs = w.apply(np.stack([d["db"][int(r)] for r in qrows]))
+            m = mean_ap(rank(cfg, qs, db, [pos[int(r)] for r in qrows]), gnd)["mAP"]
+            if m == m:
+                out["pa landmark"] = 100 * m
+    return out
+
+
+def subsets(data: Data, kind: str, n: int, seed: int) -> np.ndarray:
+    """A library of n photos: 'uk' (whole groups), 'pa', or 'union' (both, in proportion)."""
+    rng = np.random.default_rng(seed)
+    n_uk, n_pa = len(data.uk_images), len(data.pa_images)
+    if kind == "pa":
+        return np.sort(n_uk + rng.choice(n_pa, min(n, n_pa), replace=False))
+    groups = rng.permutation(n_uk // 4)
+    if kind == "uk":
+        g = groups[: max(1, min(n, n_uk) // 4)]
+        return np.sort(np.concatenate([np.arange(4 * x, 4 * x + 4) for x in g]))
+    k_pa = min(n_pa, round(n * n_pa / (n_uk + n_pa)))
+    g = groups[: max(1, (n - k_pa) // 4)]
+    uk = np.concatenate([np.arange(4 * x, 4 * x + 4) for x in g])
+    return np.sort(np.concatenate([uk, n_uk + rng.choice(n_pa, k_pa, replace=False)]))
+
+
+def mean_columns(data, kind, n, cfg, seeds) -> dict:
+    acc: dict[str, list] = {}
+    for s in seeds:
+        for k, v in columns(data, subsets(data, kind, n, s), cfg).items():
+            acc.setdefault(k, []).append(v)
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+def table(title: str, rows: dict[str, dict]) -> str:
+    cols = []
+    for r in rows.values():
+        cols += [c for c in r if c not in cols]
+    lines = [f"\n{title}", "| setting | " + " | ".join(cols) + " | mean |", "|---" * (len(cols) + 2) + "|"]
+    for name, r in rows.items():
+        vals = [r.get(c) for c in cols]
+        mean = np.mean([v for v in vals if v is not None])
+        lines.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.2f}" for v in vals) + f" | {mean:.2f} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "refine", "box", "final"])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
+    ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--json", help="also write the figures here")
+    a = ap.parse_args()
+    from app.core.config import DEFAULT_MAX_SIDE
+
+    size = a.size or DEFAULT_MAX_SIDE
+    seeds = range(a.seeds)
+    shipped = Config(whiten="policy", box=policy.search_plan(1000, True).box_mode)
+    out = {}
+    if a.exp == "size":
+        for s in a.sizes:
+            data = Data(s)
+            full = np.arange(len(data.images))
+            out[f"{s} px, shipped policies"] = columns(data, full, shipped)
+            print(table(f"input size {s}", {f"{s} px": out[f"{s} px, shipped policies"]}), flush=True)
+        print(table("input size sweep (the union library, 850 photos; shipped policies)", out))
+    else:
+        data = Data(size)
+        if a.exp == "whiten":
+            variants = {"none": Config(whiten="none"), "old rule (D=512 from 2048)": Config(whiten="old"),
+                        "policy": Config(whiten="policy")}
+            for ratio in (2, 4, 8, 16):
+                variants[f"D = n/{ratio}"] = Config(whiten=("ratio", ratio))
+            for kind in ("uk", "pa", "union"):
+                for n in (100, 250, 500, 850):
+                    if kind == "pa" and n > 250:
+                        continue
+                    rows = {name: mean_columns(data, kind, n, replace(cfg, box=shipped.box), seeds)
+                            for name, cfg in variants.items()}
+                    out[f"{kind} n={n}"] = rows
+                    print(table(f"whitening, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "refine":
+            variants = {"none": Config(qe=False, her=False), "QE": Config(qe=True, her=False),
+                        "HeR k=800": Config(qe=False, her=True), "QE+HeR k=800": Config()}
+            for k in (25, 50, 100, 200):
+                variants[f"QE+HeR k={k}"] = Config(her_k=k)
+                variants[f"HeR k={k}"] = Config(qe=False, her_k=k)
+            for kind, n in (("pa", 120), ("union", 250), ("union", 500), ("union", 850), ("uk", 600)):
+                rows = {name: mean_columns(data, kind, n, replace(cfg, box=shipped.box), seeds) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"refinement, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "box":
+            rows = {}
+            for mode in ("map", "crop", "hybrid"):
+                rows[mode] = columns(data, np.arange(len(data.images)), replace(shipped, box=mode))
+            out["union 850"] = rows
+            print(table("box modes (union library, 850 photos)", rows))
+        else:
+            rows = {}
+            old_data = Data(1024)  # the old defaults analysed photos at 1024 px
+            for kind, n in (("pa", 120), ("union", 250), ("union", 500), ("union", 850), ("uk", 600), ("pa", 250)):
+                old = mean_columns(old_data, kind, n, OLD, seeds)
+                new = mean_columns(data, kind, n, shipped, seeds)
+                rows[f"{kind} n={n} old defaults"] = old
+                rows[f"{kind} n={n} shipped"] = new
+            out = rows
+            print(table("shipped policies against the old defaults", rows))
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
