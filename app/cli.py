@@ -379,6 +379,32 @@ def cmd_purge(a) -> int:
     return 0
 
 
+def cmd_duplicates(a) -> int:
+    from .core.duplicates import NEAR_DEFAULT, find_duplicates, to_records
+    from .core.library.paths import display
+
+    threshold = NEAR_DEFAULT if a.threshold is None else a.threshold
+    if not 0.0 < threshold <= 1.0:
+        raise InputError(f"--threshold must be between 0 and 1, got {threshold}")
+    svc = _open(a, write=False)
+    try:
+        groups = find_duplicates(svc, threshold, crops=not a.no_crops,
+                                 log=None if a.json else (lambda m: print(f"heatsearch: {m}", file=sys.stderr)))
+        if a.json:
+            print(json.dumps({"threshold": threshold, "groups": to_records(groups)}))
+        else:
+            for n, g in enumerate(groups, 1):
+                print(f"group {n} ({g.kind}, {len(g.members)} photos)")
+                for m in g.members:
+                    mark = "keep" if not m.relation else m.relation
+                    print(f"  {mark:8s} {m.width}x{m.height}  {display(m.path)}")
+            if not groups:
+                print("no duplicates found")
+    finally:
+        svc.close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="heatsearch", description="Find photos by example (HeW + heat re-ranking).")
     p.add_argument("--version", action="version", version=f"HeatSearch {__version__}")
@@ -424,12 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
     fg.set_defaults(func=cmd_forget)
     pg = sub.add_parser("purge", parents=[common], help="delete descriptors of model settings no longer in use")
     pg.set_defaults(func=cmd_purge)
-    try:
-        from .duplicates_cli import add_parser as add_duplicates
-    except ImportError:
-        pass
-    else:
-        add_duplicates(sub, common)
+    du = sub.add_parser("duplicates", parents=[common], help="groups of duplicate photos (the app never deletes)")
+    du.add_argument("--threshold", type=float, default=None, help="similarity for near-duplicates (default 0.90)")
+    du.add_argument("--no-crops", action="store_true", help="do not look for crops of other photos")
+    du.add_argument("--json", action="store_true", help="one JSON object: groups with their members, best to keep first")
+    du.set_defaults(func=cmd_duplicates)
     return p
 
 

@@ -100,13 +100,14 @@ class Photo:
 
 
 def _open_raw(path, draft_side: int | None) -> Photo:
+    """A camera RAW file: its embedded JPEG preview when that is at least the model's input size
+    (`draft_side`, the longer side), else a half-size decode of the sensor data (LibRaw)."""
     import rawpy  # type: ignore
 
     with rawpy.imread(os.fspath(path)) as raw:
         sizes = raw.sizes
-        full = (sizes.width, sizes.height)
-        if sizes.flip in (5, 6):  # rawpy: 5 = 90 CCW, 6 = 90 CW
-            full = (full[1], full[0])
+        flip = sizes.flip  # LibRaw: 3 = 180, 5 = 90 counter-clockwise, 6 = 90 clockwise
+        full = (sizes.width, sizes.height) if flip not in (5, 6) else (sizes.height, sizes.width)
         try:
             thumb = raw.extract_thumb()
         except Exception:  # noqa: BLE001 - no usable preview: decode the raw data
@@ -115,11 +116,17 @@ def _open_raw(path, draft_side: int | None) -> Photo:
             img = Image.open(io.BytesIO(thumb.data))
             img.load()
             taken = _exif_time(img)
-            img = ImageOps.exif_transpose(img)
-            if draft_side is None or min(img.size) >= min(draft_side, min(full)):
-                return Photo(_to_rgb(img), full if abs(full[0] / full[1] - img.size[0] / img.size[1]) < 0.05 else img.size, taken)
+            if img.getexif().get(0x0112, 1) != 1:
+                img = ImageOps.exif_transpose(img)
+            elif flip in (3, 5, 6):
+                img = img.transpose({3: Image.Transpose.ROTATE_180, 5: Image.Transpose.ROTATE_90,
+                                     6: Image.Transpose.ROTATE_270}[flip])
+            if draft_side is None or max(img.size) >= min(draft_side, max(full)):
+                same_shape = abs(full[0] / full[1] - img.size[0] / img.size[1]) < 0.05
+                return Photo(_to_rgb(img), full if same_shape else img.size, taken)
         rgb = raw.postprocess(half_size=True, use_camera_wb=True, output_bps=8)
-    return Photo(Image.fromarray(rgb), full)
+    img = Image.fromarray(rgb)
+    return Photo(img, full if abs(full[0] / full[1] - img.size[0] / img.size[1]) < 0.05 else img.size)
 
 
 def open_oriented(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) -> tuple[Image.Image, tuple[int, int]]:

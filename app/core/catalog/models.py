@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Base(DeclarativeBase):
@@ -50,6 +50,8 @@ class Image(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     taken: Mapped[float] = mapped_column(Float, default=0.0)
     sharpness: Mapped[float] = mapped_column(Float, default=0.0)
+    phash: Mapped[int] = mapped_column(Integer, default=0)  # signature.dihedral_phash (0: none)
+    thumb: Mapped[bytes] = mapped_column(LargeBinary, default=b"")  # signature.thumb
 
 
 class Space(Base):

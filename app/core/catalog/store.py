@@ -25,6 +25,10 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE descriptors ADD COLUMN gen INTEGER DEFAULT 0",
         "CREATE INDEX IF NOT EXISTS ix_descriptors_space_gen ON descriptors (space_id, gen)",
     ],
+    2: [
+        "ALTER TABLE images ADD COLUMN phash INTEGER DEFAULT 0",
+        "ALTER TABLE images ADD COLUMN thumb BLOB DEFAULT x''",
+    ],
 }
 import os
 

@@ -29,6 +29,7 @@ from ..features.preprocess import prepare
 from ..imageio import MAX_PIXELS, check_content, decode, file_digest, image_size, sharpness
 from ..library import paths
 from ..library.writer import f32
+from ..signature import dihedral_phash, thumb
 from .scan import FileInfo, Known, diff_folders
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ class _Decoded:
     orig_size: tuple = (0, 0)
     taken: float = 0.0
     sharp: float = 0.0
+    phash: int = 0
+    thumb: bytes = b""
     reuse_of: int | None = None
     error: str = ""
 
@@ -89,7 +92,8 @@ def _decode(info: FileInfo, reuse: dict[str, int], max_side: int, mean, std) -> 
                 _big.release()
         check_content(photo.image)
         prepared = prepare(photo.image, photo.orig_size, max_side, mean, std)
-        return _Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(photo.image))
+        return _Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(photo.image),
+                        dihedral_phash(photo.image), thumb(photo.image))
     except ImageError as e:
         return _Decoded(info, error=str(e))
     except MemoryError:
@@ -334,13 +338,14 @@ def _write_batch(svc, items: list[_Decoded], described: dict, existing: dict, go
                 srow = s.get(Image, d.reuse_of)
                 raw, grid, gh, gw = src.raw, src.grid, src.grid_h, src.grid_w
                 row.width, row.height, row.taken, row.sharpness = srow.width, srow.height, srow.taken, srow.sharpness
+                row.phash, row.thumb = srow.phash, srow.thumb
                 reused += 1
             else:
                 desc = described[k]
                 g = desc.weights / max(float(desc.weights.max()), 1e-12)
                 raw, grid, (gh, gw) = desc.raw.astype(np.float32).tobytes(), g.astype(np.float16).tobytes(), g.shape
                 row.width, row.height = d.orig_size
-                row.taken, row.sharpness = d.taken, d.sharp
+                row.taken, row.sharpness, row.phash, row.thumb = d.taken, d.sharp, d.phash, d.thumb
             dsc = s.get(Descriptor, (row.id, sid))
             if dsc is None:
                 s.add(Descriptor(image_id=row.id, space_id=sid, raw=raw, grid=grid, grid_h=gh, grid_w=gw, gen=gen))

@@ -78,8 +78,13 @@ def walk_photos(root: Path, errors: list | None = None, special: list | None = N
             if errors is not None:
                 errors.append((d, e.strerror or str(e)))
             continue
+        twins = raw_twins([e.name for e in entries])
         for e in entries:
             if e.name.startswith("."):
+                continue
+            if e.name in twins:  # a RAW file with a same-name JPEG beside it: the JPEG is indexed
+                if special is not None:
+                    special.append((os.path.abspath(e.path), f"indexed as its JPEG twin {twins[e.name]}"))
                 continue
             n += 1
             if cancelled is not None and n % 256 == 0 and cancelled():
@@ -99,6 +104,24 @@ def walk_photos(root: Path, errors: list | None = None, special: list | None = N
             except OSError as err:  # a broken link, a file that vanished mid-scan, no permission
                 if special is not None and is_photo_path(e.name):
                     special.append((os.path.abspath(e.path), f"cannot read file: {err.strerror or err}"))
+
+
+def raw_twins(names: list[str]) -> dict[str, str]:
+    """RAW file name -> its JPEG twin (same name, JPEG extension, same folder). A camera that
+    shoots RAW+JPEG writes both; the JPEG is indexed (the camera's own rendering, decoded fast)."""
+    from ..imageio import RAW_EXTENSIONS
+
+    jpegs = {}
+    for n in names:
+        stem, ext = os.path.splitext(n)
+        if ext.lower() in (".jpg", ".jpeg"):
+            jpegs[stem.lower()] = n
+    out = {}
+    for n in names:
+        stem, ext = os.path.splitext(n)
+        if ext.lower() in RAW_EXTENSIONS and stem.lower() in jpegs:
+            out[n] = jpegs[stem.lower()]
+    return out
 
 
 def diff_folders(folders: dict[int, str], known: dict[str, Known], cancelled: Callable[[], bool] | None = None,

@@ -1,0 +1,212 @@
+"""Duplicate groups, kept apart from "similar": exact copies (same bytes), near-duplicates
+(recompressed, resized, slightly edited), rotated or mirrored copies, and crops of another photo.
+
+Built from neighbours, never from all pairs:
+- exact: photos with the same content digest;
+- near: each photo's k nearest vectors (exact search in a 64-d PCA projection, in blocks; then
+  checked on the full vectors) with cosine >= `threshold` (the user's slider);
+- rotated/mirrored: the same dihedral perceptual hash (signature.py) up to MAX_HAMMING bits in
+  another orientation (in the same orientation it is a re-encoded copy), found through 16-bit
+  chunks of the hash (a pair within 3 bits shares a chunk);
+- crop: neighbours a little below the threshold whose tiny thumbnails match as a sub-window.
+Members of a group are sorted best-to-keep first: most pixels, then sharpest, then oldest.
+HeatSearch never deletes: the view offers Reveal, Copy paths and an export of the list.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sqlalchemy import select
+
+from .catalog.models import Image
+from .library import paths
+from .signature import crop_match, hamming, orientation
+
+NEAR_DEFAULT = 0.95  # measured on benchmarks/duplicates.py (README, "Duplicates")
+CROP_FLOOR = 0.70  # crop candidates: neighbours at or above this similarity, checked on thumbnails
+CROP_NCC = 0.85  # thumbnail correlation that makes a crop
+MAX_HAMMING = 3  # bits: rotated / mirrored copies (chunks of 16 bits find every pair within 3)
+K = 10
+REDUCED = 64
+
+RELATIONS = {"exact": "the same file (identical bytes)", "near": "the same photo re-encoded, resized or lightly edited",
+             "dihedral": "the same photo rotated or mirrored", "crop": "a crop of the first photo"}
+STRENGTH = {"exact": 0, "dihedral": 1, "near": 2, "crop": 3}
+
+
+@dataclass
+class Member:
+    image_id: int
+    path: str
+    width: int
+    height: int
+    size: int
+    taken: float
+    sharpness: float
+    relation: str = ""  # "" for the one to keep; else a key of RELATIONS
+    similarity: float = 1.0
+
+    @property
+    def reason(self) -> str:
+        return "best to keep: most pixels, sharpest, oldest" if not self.relation else RELATIONS[self.relation]
+
+
+@dataclass
+class Group:
+    members: list[Member] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        rel = [m.relation for m in self.members[1:]]
+        return max(rel, key=lambda r: STRENGTH[r]) if rel else "exact"
+
+
+class _Union:
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+        self.edge: dict[tuple[int, int], tuple[str, float]] = {}
+
+    def find(self, a: int) -> int:
+        self.parent.setdefault(a, a)
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def join(self, a: int, b: int, kind: str, sim: float) -> None:
+        key = (min(a, b), max(a, b))
+        old = self.edge.get(key)
+        if old is None or STRENGTH[kind] < STRENGTH[old[0]]:
+            self.edge[key] = (kind, sim)
+        self.parent[self.find(a)] = self.find(b)
+
+
+def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs (m, 2) row indices i < j, cosine (m,)) among each row's k nearest rows with full
+    cosine >= min_sim. Candidates come from an exact search in a REDUCED-d PCA projection."""
+    n, d = vectors.shape
+    if n < 2:
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.float32)
+    x = np.ascontiguousarray(vectors, np.float32)
+    if d > REDUCED:
+        sample = x[np.random.default_rng(0).choice(n, min(n, 5000), replace=False)]
+        mean = sample.mean(0)
+        _, _, vt = np.linalg.svd(sample - mean, full_matrices=False)
+        red = (x - mean) @ vt[:REDUCED].T
+        red /= np.maximum(np.linalg.norm(red, axis=1, keepdims=True), 1e-12)
+        red = red.astype(np.float32)
+    else:
+        red = x
+    kk = min(k + 1, n)
+    out_i, out_j = [], []
+    for s in range(0, n, block):
+        sims = red[s: s + block] @ red.T
+        rows = np.arange(s, min(n, s + block))
+        sims[rows - s, rows] = -np.inf  # not oneself
+        nb = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+        out_i.append(np.repeat(rows, kk))
+        out_j.append(nb.ravel())
+    i, j = np.concatenate(out_i), np.concatenate(out_j)
+    pairs = np.unique(np.stack([np.minimum(i, j), np.maximum(i, j)], 1), axis=0)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    cos = np.einsum("ij,ij->i", x[pairs[:, 0]], x[pairs[:, 1]])
+    keep = cos >= min_sim
+    return pairs[keep], cos[keep]
+
+
+def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, log=None) -> list[Group]:
+    """Duplicate groups of the library's searchable photos, best-to-keep first in each group."""
+    t0 = time.perf_counter()
+    snap = svc.snapshot()
+    live = np.nonzero(snap.ids >= 0)[0]
+    ids = snap.ids[live]
+    vecs = snap.vectors[live]
+    with svc.db() as s:
+        rows = {r[0]: r for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.size, Image.taken,
+                                                  Image.sharpness, Image.digest, Image.phash, Image.thumb)
+                                           .where(Image.status == "indexed"))}
+    u = _Union()
+    # exact copies
+    by_digest: dict[str, list[int]] = {}
+    for i in ids.tolist():
+        r = rows.get(i)
+        if r is not None and r[7]:
+            by_digest.setdefault(r[7], []).append(i)
+    for group in by_digest.values():
+        for other in group[1:]:
+            u.join(group[0], other, "exact", 1.0)
+    # near duplicates and crop candidates from the nearest neighbours
+    pairs, cos = knn_pairs(vecs, K, min(threshold, CROP_FLOOR) if crops else threshold)
+    checked = 0
+    for (a, b), c in zip(pairs.tolist(), cos.tolist()):
+        ia, ib = int(ids[a]), int(ids[b])
+        if c >= threshold:
+            u.join(ia, ib, "near", c)
+        elif crops and ia in rows and ib in rows and rows[ia][9] and rows[ib][9]:
+            big, small = (ia, ib) if rows[ia][2] * rows[ia][3] >= rows[ib][2] * rows[ib][3] else (ib, ia)
+            checked += 1
+            if crop_match(rows[big][9], rows[small][9]) >= CROP_NCC:
+                u.join(big, small, "crop", c)
+    # rotated or mirrored copies: the dihedral hash, through 16-bit chunks
+    buckets: dict[tuple[int, int], list[int]] = {}
+    for i in ids.tolist():
+        h = rows[i][8] if i in rows else 0
+        if h:
+            for c in range(4):
+                buckets.setdefault((c, (h >> (16 * c)) & 0xFFFF), []).append(i)
+    seen = set()
+    for members in buckets.values():
+        if len(members) > 200:  # a degenerate bucket (flat images): skip
+            continue
+        for x in range(len(members)):
+            for y in range(x + 1, len(members)):
+                a, b = members[x], members[y]
+                if (a, b) in seen:
+                    continue
+                seen.add((a, b))
+                if hamming(rows[a][8], rows[b][8]) <= MAX_HAMMING:
+                    same_way = orientation(rows[a][8]) == orientation(rows[b][8])
+                    u.join(a, b, "near" if same_way else "dihedral", 1.0)
+    groups = _groups(u, rows)
+    if log:
+        log(f"{len(groups)} duplicate groups among {len(ids)} photos in {time.perf_counter() - t0:.1f} s "
+            f"({len(pairs)} neighbour pairs, {checked} crop checks)")
+    return groups
+
+
+def _groups(u: _Union, rows) -> list[Group]:
+    comps: dict[int, list[int]] = {}
+    for i in list(u.parent):
+        comps.setdefault(u.find(i), []).append(i)
+    out = []
+    for members in comps.values():
+        if len(members) < 2:
+            continue
+        ms = [Member(i, paths.from_db(rows[i][1]), rows[i][2], rows[i][3], rows[i][4], rows[i][5] or 0.0, rows[i][6] or 0.0)
+              for i in members if i in rows]
+        if len(ms) < 2:
+            continue
+        # best to keep first: most pixels, sharpest, oldest
+        ms.sort(key=lambda m: (-(m.width * m.height), -m.sharpness, m.taken or float("inf"), m.path))
+        keep = ms[0].image_id
+        for m in ms[1:]:
+            kind, sim = u.edge.get((min(keep, m.image_id), max(keep, m.image_id)), (None, 0.0))
+            if kind is None:  # joined through another member: take its strongest edge in the group
+                cand = [u.edge[(min(m.image_id, o.image_id), max(m.image_id, o.image_id))]
+                        for o in ms if o is not m and (min(m.image_id, o.image_id), max(m.image_id, o.image_id)) in u.edge]
+                kind, sim = min(cand, key=lambda e: STRENGTH[e[0]]) if cand else ("near", 0.0)
+            m.relation, m.similarity = kind, sim
+        out.append(Group(ms))
+    out.sort(key=lambda g: (STRENGTH[g.kind], -len(g.members), g.members[0].path))
+    return out
+
+
+def to_records(groups: list[Group]) -> list[dict]:
+    """JSON-able groups (for `heatsearch duplicates --json` and the export)."""
+    return [{"group": n + 1, "kind": g.kind,
+             "members": [{"path": m.path, "keep": not m.relation, "relation": m.relation or "keep", "reason": m.reason,
+                          "similarity": round(m.similarity, 4), "width": m.width, "height": m.height, "bytes": m.size,
+                          "taken": m.taken} for m in g.members]}
+            for n, g in enumerate(groups)]

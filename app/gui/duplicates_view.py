@@ -1,0 +1,194 @@
+"""The duplicates view: groups of exact copies, near-duplicates, rotated/mirrored copies and crops,
+kept apart from "similar"; one threshold slider with a live preview of what it includes; Reveal,
+Find similar, Copy paths, Export (CSV or JSON). HeatSearch never deletes."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import threading
+
+from PySide6.QtCore import QObject, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
+from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSlider, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout)
+
+from ..core.duplicates import NEAR_DEFAULT, find_duplicates, to_records
+from ..core.library.paths import display
+from .viewer import open_externally
+
+ICON = QSize(64, 64)
+
+
+class _Runner(QObject):
+    """find_duplicates on a Python thread; the newest request wins (the slider moves fast)."""
+
+    done = Signal(int, object)  # request number, groups (or an error string)
+
+    def __init__(self, svc, parent=None):
+        super().__init__(parent)
+        self.svc = svc
+        self.n = 0
+
+    def run(self, threshold: float, crops: bool) -> int:
+        self.n += 1
+        n = self.n
+
+        def work():
+            try:
+                groups = find_duplicates(self.svc, threshold, crops)
+            except Exception as e:  # noqa: BLE001 - shown in the dialog
+                groups = f"could not group: {e}"
+            self.done.emit(n, groups)
+
+        threading.Thread(target=work, name="heatsearch-duplicates", daemon=True).start()
+        return n
+
+
+class DuplicatesDialog(QDialog):
+    findSimilar = Signal(str)
+
+    def __init__(self, svc, loader, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Duplicates — HeatSearch")
+        self.svc, self.loader = svc, loader
+        self.groups = []
+        v = QVBoxLayout(self)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Near-duplicates from similarity"))
+        self.slider = QSlider(Qt.Horizontal)
+        self.slider.setRange(80, 99)
+        self.slider.setValue(round(NEAR_DEFAULT * 100))
+        self.slider.setToolTip("Lower finds more (and riskier) near-duplicates; exact copies are always found")
+        self.value = QLabel()
+        self.crops = QCheckBox("Include crops")
+        self.crops.setChecked(True)
+        self.crops.setToolTip("Also group photos that are a crop of another photo")
+        for w in (self.slider, self.value, self.crops):
+            row.addWidget(w)
+        v.addLayout(row)
+        self.summary = QLabel("Looking for duplicates…")
+        v.addWidget(self.summary)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Photo", "Size", "Why"])
+        self.tree.setIconSize(ICON)
+        self.tree.setColumnWidth(0, 420)
+        self.tree.setToolTip("The first photo of each group is the one to keep (most pixels, sharpest, oldest)")
+        v.addWidget(self.tree, 1)
+        buttons = QHBoxLayout()
+        self.reveal_btn = QPushButton("Show in folder")
+        self.similar_btn = QPushButton("Find similar")
+        self.copy_btn = QPushButton("Copy paths")
+        self.export_btn = QPushButton("Export list…")
+        tips = {self.reveal_btn: "Open the selected photo's folder in your file manager",
+                self.similar_btn: "Search the library with the selected photo",
+                self.copy_btn: "Copy the paths of the selected group (or photo) to the clipboard",
+                self.export_btn: "Save every group as CSV or JSON (HeatSearch itself never deletes a photo)"}
+        for b, tip in tips.items():
+            b.setToolTip(tip)
+            buttons.addWidget(b)
+        buttons.addStretch()
+        v.addLayout(buttons)
+        self.runner = _Runner(svc, self)
+        self.runner.done.connect(self._on_groups)
+        self._debounce = QTimer(self, singleShot=True, interval=250)
+        self._debounce.timeout.connect(self.refresh)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.crops.toggled.connect(lambda _: self.refresh())
+        self.reveal_btn.clicked.connect(lambda: self._selected_path() and open_externally(self, self._selected_path(), folder=True))
+        self.similar_btn.clicked.connect(self._find_similar)
+        self.copy_btn.clicked.connect(self._copy)
+        self.export_btn.clicked.connect(self.export)
+        loader.loaded.connect(self._on_thumb)
+        self._items: dict[str, list[QTreeWidgetItem]] = {}
+        self._on_slider(self.slider.value(), search=False)
+        self.resize(820, 600)
+
+    @property
+    def threshold(self) -> float:
+        return self.slider.value() / 100
+
+    def _on_slider(self, v: int, search: bool = True) -> None:
+        self.value.setText(f"{v / 100:.2f}")
+        if search:
+            self._debounce.start()
+
+    def refresh(self) -> None:
+        self.summary.setText("Looking for duplicates…")
+        self._pending = self.runner.run(self.threshold, self.crops.isChecked())
+
+    def _on_groups(self, n: int, groups) -> None:
+        if n != self.runner.n:
+            return  # a newer threshold is on its way
+        if isinstance(groups, str):
+            self.summary.setText(groups)
+            return
+        self.groups = groups
+        photos = sum(len(g.members) for g in groups)
+        extra = sum(len(g.members) - 1 for g in groups)
+        self.summary.setText(f"{len(groups)} groups, {photos} photos: {extra} could go if you keep the first of each "
+                             f"(at similarity {self.threshold:.2f}). Nothing is deleted here.")
+        self.tree.clear()
+        self._items.clear()
+        kinds = {"exact": "identical files", "near": "near-duplicates", "dihedral": "rotated or mirrored copies",
+                 "crop": "crops"}
+        for k, g in enumerate(groups, 1):
+            top = QTreeWidgetItem([f"Group {k}: {kinds[g.kind]} ({len(g.members)} photos)", "", ""])
+            self.tree.addTopLevelItem(top)
+            for m in g.members:
+                item = QTreeWidgetItem([os.path.basename(display(m.path)), f"{m.width}x{m.height}", m.reason])
+                item.setToolTip(0, display(m.path))
+                item.setData(0, Qt.UserRole, m.path)
+                top.addChild(item)
+                self._items.setdefault(m.path, []).append(item)
+                self._set_icon(item, m.path)
+            top.setExpanded(k <= 50)
+
+    def _set_icon(self, item, path: str) -> None:
+        img = self.loader.get(path, ICON)
+        if img is None:
+            self.loader.request(path, ICON)
+        elif not img.isNull():
+            item.setIcon(0, QIcon(QPixmap.fromImage(img)))
+
+    def _on_thumb(self, path: str) -> None:
+        for item in self._items.get(path, []):
+            self._set_icon(item, path)
+
+    def _selected_path(self) -> str | None:
+        item = self.tree.currentItem()
+        return item.data(0, Qt.UserRole) if item is not None else None
+
+    def _find_similar(self) -> None:
+        p = self._selected_path()
+        if p:
+            self.findSimilar.emit(p)
+
+    def _copy(self) -> None:
+        item = self.tree.currentItem()
+        if item is None:
+            return
+        group = item if item.parent() is None else item.parent()
+        paths = [group.child(i).data(0, Qt.UserRole) for i in range(group.childCount())] if item.parent() is None \
+            else [item.data(0, Qt.UserRole)]
+        QGuiApplication.clipboard().setText("\n".join(display(p) for p in paths))
+
+    def export(self, target: str | None = None) -> str | None:
+        if target is None:
+            target, _ = QFileDialog.getSaveFileName(self, "Export the duplicate groups", "duplicates.csv",
+                                                    "CSV (*.csv);;JSON (*.json)")
+        if not target:
+            return None
+        records = to_records(self.groups)
+        if target.lower().endswith(".json"):
+            with open(target, "w") as fh:
+                json.dump({"threshold": self.threshold, "groups": records}, fh, indent=1)
+        else:
+            with open(target, "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["group", "kind", "keep", "relation", "similarity", "width", "height", "bytes", "path"])
+                for r in records:
+                    for m in r["members"]:
+                        w.writerow([r["group"], r["kind"], "yes" if m["keep"] else "", m["relation"], m["similarity"],
+                                    m["width"], m["height"], m["bytes"], display(m["path"])])
+        return target

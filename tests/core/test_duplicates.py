@@ -1,0 +1,104 @@
+"""Duplicates (issue 13): exact, near (recompressed, resized), rotated/mirrored and cropped copies
+are grouped with the best one first; similar but different photos are not; nothing is deleted."""
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from app.core.duplicates import find_duplicates, knn_pairs, to_records
+from app.core.signature import crop_match, dihedral_phash, hamming, thumb
+from tests.conftest import shared_photos, write_photo
+from tests.core.helpers import index, open_lib
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def edits(src: Image.Image) -> dict[str, Image.Image]:
+    buf = io.BytesIO()
+    src.save(buf, "JPEG", quality=60)
+    w, h = src.size
+    return {"q60": Image.open(io.BytesIO(buf.getvalue())).convert("RGB"),
+            "half": src.resize((w // 2, h // 2), Image.LANCZOS),
+            "rot90": src.transpose(Image.Transpose.ROTATE_90),
+            "mirror": src.transpose(Image.Transpose.FLIP_LEFT_RIGHT),
+            "crop": src.crop((int(w * 0.1), int(h * 0.12), int(w * 0.88), int(h * 0.9)))}
+
+
+def test_signatures_see_through_rotation_and_recompression(tmp_path):
+    src = Image.open(write_photo(tmp_path / "a.png", 1, size=(320, 240))).convert("RGB")
+    other = Image.open(write_photo(tmp_path / "b.png", 2, size=(320, 240))).convert("RGB")
+    h = dihedral_phash(src)
+    for name, img in edits(src).items():
+        if name != "crop":
+            assert hamming(h, dihedral_phash(img)) <= 3, name
+    assert hamming(h, dihedral_phash(other)) > 10
+    assert crop_match(thumb(src), thumb(edits(src)["crop"])) > 0.9
+    assert crop_match(thumb(src), thumb(other)) < 0.7
+
+
+def test_neighbour_pairs_are_the_exact_ones():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 128)).astype(np.float32)
+    x[1500:1600] = x[:100] + 0.05 * rng.normal(size=(100, 128))  # 100 near copies
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    pairs, cos = knn_pairs(x, 10, 0.9)
+    assert {tuple(p) for p in pairs.tolist()} == {(i, 1500 + i) for i in range(100)}
+    assert (cos > 0.99).all()
+
+
+@pytest.mark.slow
+def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
+    """On real photos with the built-in model: every edit of a photo joins its group, with the
+    right relation; the other views of the same object (UKBench) are not duplicates."""
+    d = tmp_path / "lib"
+    d.mkdir()
+    srcs = shared_photos("ukbench", 8)  # two objects x four views: similar, not duplicates
+    for p in srcs:
+        Image.open(p).convert("RGB").save(d / p.name, quality=95)
+    original = Image.open(srcs[0]).convert("RGB")
+    (d / "copy.jpg").write_bytes((d / srcs[0].name).read_bytes())
+    for name, img in edits(original).items():
+        img.save(d / f"edit_{name}.jpg", quality=92)
+    svc = open_lib(tmp_path / "h", backbone="efficientnet-lite0", max_side=320, engine="auto")
+    index(svc, [d])
+    groups = find_duplicates(svc)
+    svc.close()
+    assert len(groups) == 1
+    g = groups[0]
+    names = {Path(m.path).name: m.relation for m in g.members}
+    assert Path(g.members[0].path).name in (srcs[0].name, "copy.jpg")  # largest and sharpest first
+    assert set(names) == {srcs[0].name, "copy.jpg", "edit_q60.jpg", "edit_half.jpg", "edit_rot90.jpg",
+                          "edit_mirror.jpg", "edit_crop.jpg"}
+    assert names["edit_rot90.jpg"] in ("dihedral", "near") and names["edit_crop.jpg"] == "crop"
+    assert names["edit_half.jpg"] in ("near", "dihedral") and names["edit_q60.jpg"] in ("near", "dihedral")
+    rec = to_records(groups)
+    assert rec[0]["members"][0]["keep"] and sum(m["keep"] for m in rec[0]["members"]) == 1
+
+
+def test_cli_lists_duplicates_as_json_and_never_touches_files(tmp_path):
+    d = tmp_path / "lib"
+    for i in range(5):
+        write_photo(d / f"p{i}.png", i, size=(160, 120))
+    (d / "p0-copy.png").write_bytes((d / "p0.png").read_bytes())
+    Image.open(d / "p1.png").transpose(Image.Transpose.ROTATE_180).save(d / "p1-rotated.png")
+    before = {p: p.read_bytes() for p in d.iterdir()}
+    home = tmp_path / "h"
+    svc = open_lib(home)
+    index(svc, [d])
+    svc.close()
+    import os
+
+    r = subprocess.run([sys.executable, "-m", "app", "duplicates", "--json", "--threshold", "0.9999", "--no-crops",
+                        "--home", str(home)], capture_output=True,
+                       text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    groups = {frozenset(Path(m["path"]).name for m in g["members"]): g for g in out["groups"]}
+    assert frozenset({"p0.png", "p0-copy.png"}) in groups and groups[frozenset({"p0.png", "p0-copy.png"})]["kind"] == "exact"
+    assert frozenset({"p1.png", "p1-rotated.png"}) in groups
+    assert {p: p.read_bytes() for p in d.iterdir()} == before

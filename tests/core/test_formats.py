@@ -1,0 +1,78 @@
+"""Formats (issue 13): HEIC, AVIF, WebP, TIFF, GIF and camera RAW (DNG made here), decoded by the
+same code for indexing, thumbnails and the viewer; a RAW+JPEG pair is indexed once."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from app.core.imageio import EXTENSIONS, decode
+from app.core.pipeline.search import SearchRequest, Searcher
+from tests.conftest import write_photo
+from tests.core.helpers import index, open_lib
+from tests.rawfile import write_dng
+
+
+@pytest.fixture
+def source(tmp_path):
+    return Image.open(write_photo(tmp_path / "src.png", 11, size=(320, 240))).convert("RGB")
+
+
+def similar(a: Image.Image, b: Image.Image) -> float:
+    """Correlation of two pictures at 64x48 (1 = the same picture)."""
+    x = np.asarray(a.convert("L").resize((64, 48)), np.float64).ravel()
+    y = np.asarray(b.convert("L").resize((64, 48)), np.float64).ravel()
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+@pytest.mark.parametrize("ext,kw", [(".heic", {"quality": 90}), (".avif", {"quality": 90}), (".webp", {"quality": 90}),
+                                    (".tiff", {}), (".gif", {})])
+def test_each_format_decodes_to_the_picture(tmp_path, source, ext, kw):
+    assert ext in EXTENSIONS
+    f = tmp_path / f"photo{ext}"
+    source.save(f, **kw)
+    photo = decode(f, draft_side=256)
+    assert photo.orig_size == (320, 240)
+    assert similar(photo.image, source) > 0.9
+
+
+def test_a_dng_without_preview_is_decoded_from_its_sensor_data(tmp_path, source):
+    f = write_dng(tmp_path / "IMG_0001.dng", source)
+    photo = decode(f, draft_side=640)
+    assert photo.orig_size == (320, 240) and photo.image.size == (160, 120)  # half-size decode
+    assert similar(photo.image, source) > 0.85  # demosaiced and colour-processed: close, not equal
+
+
+def test_a_dng_preview_is_used_when_large_enough(tmp_path, source):
+    big = source.resize((640, 480))
+    f = write_dng(tmp_path / "IMG_0002.dng", big, preview=big.resize((600, 450)))
+    photo = decode(f, draft_side=512)  # the preview (600 px) is at least the input size: used
+    assert photo.image.size == (600, 450) and photo.orig_size == (640, 480)
+    assert similar(photo.image, big) > 0.95
+    small = write_dng(tmp_path / "IMG_0003.dng", big, preview=big.resize((160, 120)))
+    photo = decode(small, draft_side=512)  # too small a preview: the sensor data at half size
+    assert photo.image.size == (320, 240)
+
+
+def test_a_raw_with_a_jpeg_twin_is_indexed_once_and_every_format_is_searchable(tmp_path, source):
+    d = tmp_path / "camera"
+    d.mkdir()
+    source.save(d / "IMG_0010.JPG", quality=92)
+    write_dng(d / "IMG_0010.DNG", source)  # the RAW of the same shot
+    other = Image.open(write_photo(tmp_path / "o.png", 50, size=(320, 240))).convert("RGB")
+    other.save(d / "phone.heic", quality=85)
+    write_dng(d / "lonely.dng", Image.open(write_photo(tmp_path / "l.png", 60, size=(320, 240))).convert("RGB"))
+    for i in range(6):
+        write_photo(d / f"x{i}.png", 70 + i, size=(200, 150))
+    svc = open_lib(tmp_path / "h")
+    prog = index(svc, [d])
+    assert svc.stats()["indexed"] == 9  # 6 PNG + the JPEG + the HEIC + the lonely DNG
+    reasons = dict((Path(p).name, r) for p, r in svc.failures())
+    assert reasons == {"IMG_0010.DNG": "indexed as its JPEG twin IMG_0010.JPG"}
+    assert prog.failed == 1
+    s = Searcher(svc)
+    top = s.search(SearchRequest(path=str(d / "phone.heic"), top=1, qe="off", her="off")).hits[0]
+    assert top.path.endswith("phone.heic") and top.similarity > 0.999
+    res = s.search(SearchRequest(image=other, top=1, qe="off", her="off"))
+    assert res.hits[0].path.endswith("phone.heic")  # the HEIC was decoded to the same picture
+    svc.close()
