@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-x11 bundle
+.PHONY: run test test-x11 bundle bundle-gpu
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(STAMP)
 test-x11: $(STAMP)
 	QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" $(PY) -m pytest -q tests/gui
 
+# The CPU edition (no PyTorch: the built-in models run on OpenVINO), and the edition with PyTorch.
 bundle: $(STAMP)
 	$(PY) -m pip install --disable-pip-version-check -q -e '.[package]'
-	$(VENV)/bin/python packaging/build.py
+	HEATSEARCH_BUNDLE=cpu $(VENV)/bin/python packaging/build.py
+
+bundle-gpu: $(STAMP)
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[package]'
+	HEATSEARCH_BUNDLE=gpu $(VENV)/bin/python packaging/build.py

@@ -405,6 +405,38 @@ def cmd_duplicates(a) -> int:
     return 0
 
 
+def cmd_doctor(a) -> int:
+    """What can run here: engines, devices, PyTorch, the engine the current model gets."""
+    import importlib.util
+
+    from .core.config import Settings, home_dir, models_dir
+    from .core.features.engine import (EngineChoice, available_devices, available_engines, bundled_models_dir,
+                                       cpu_has_bf16, create_engine)
+    from .core.features.registry import load_backbone
+
+    home = home_dir(a.home)
+    settings = Settings.load(home)
+    info = {"version": __version__, "python": sys.version.split()[0], "frozen": bool(getattr(sys, "frozen", False)),
+            "engines": available_engines(), "devices": available_devices(),
+            "torch_installed": importlib.util.find_spec("torch") is not None, "cpu_bf16": cpu_has_bf16(),
+            "models_dir": str(models_dir(home)), "bundled_models": sorted(p.name for p in bundled_models_dir().glob("*") if p.suffix in (".onnx", ".xml")),
+            "model": settings.backbone, "max_side": settings.max_side}
+    try:
+        bb = load_backbone(settings.backbone, settings.weights or None)
+        eng = create_engine(bb, EngineChoice(settings.engine, settings.device, settings.precision == "fastest"),
+                            models_dir(home), log=lambda m: print(f"heatsearch: {m}", file=sys.stderr))
+        info["engine"] = eng.label
+    except HeatSearchError as e:
+        info["engine"] = f"none: {e}"
+    info["torch_loaded"] = "torch" in sys.modules
+    if a.json:
+        print(json.dumps(info))
+    else:
+        for k, v in info.items():
+            print(f"{k + ':':16s}{v}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="heatsearch", description="Find photos by example (HeW + heat re-ranking).")
     p.add_argument("--version", action="version", version=f"HeatSearch {__version__}")
@@ -450,6 +482,10 @@ def build_parser() -> argparse.ArgumentParser:
     fg.set_defaults(func=cmd_forget)
     pg = sub.add_parser("purge", parents=[common], help="delete descriptors of model settings no longer in use")
     pg.set_defaults(func=cmd_purge)
+    dr = sub.add_parser("doctor", help="what can run here: engines, devices, the engine your model gets")
+    dr.add_argument("--home", help="data folder")
+    dr.add_argument("--json", action="store_true")
+    dr.set_defaults(func=cmd_doctor)
     du = sub.add_parser("duplicates", parents=[common], help="groups of duplicate photos (the app never deletes)")
     du.add_argument("--threshold", type=float, default=None, help="similarity for near-duplicates (default 0.90)")
     du.add_argument("--no-crops", action="store_true", help="do not look for crops of other photos")

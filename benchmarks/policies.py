@@ -44,16 +44,18 @@ SHARED = ROOT.parent / "shared" / "data"
 @dataclass(frozen=True)
 class Config:
     """One way to search. whiten: 'none' | 'old' (D = 512 from 2,048 photos) | 'policy' |
-    ('fixed', D) | ('ratio', photos per dim); box: map | crop | hybrid."""
+    ('fixed', D) | ('ratio', photos per dim); box: map | crop | hybrid; her: True | False |
+    'policy' (app.core.policy.use_her on the query's own neighbourhood)."""
 
     whiten: object = "policy"
     qe: bool = True
     qe_n: int = 2
     qe_alpha: float = 3.0
-    her: bool = True
+    her: object = True
     her_k: int = 800
     box: str = "map"
     shrinkage: float = 1.0
+    min_cluster: int = 0  # with her='policy': override of policy.HER_MIN_NEIGHBOURS (0: the policy's)
 
 
 OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
@@ -130,7 +132,11 @@ def rank(cfg: Config, qs: np.ndarray, db: np.ndarray, own: list) -> list[np.ndar
     for i, q in enumerate(qs):
         base = np.argsort(-sims[i], kind="stable")
         src = expand_query(q, db, base, cfg.qe_n, cfg.qe_alpha) if cfg.qe else q
-        if cfg.her:
+        her = cfg.her
+        if her == "policy":
+            her = policy.use_her(sims[i][base[:policy.NEIGHBOURHOOD]], own[i] is not None,
+                                 cfg.min_cluster or policy.HER_MIN_NEIGHBOURS)
+        if her:
             r = her_rerank(src, db, base, cfg.her_k)
         elif cfg.qe:
             r = np.argsort(-(db @ src), kind="stable")
@@ -287,9 +293,9 @@ def main():
                     print(table(f"whitening, library {kind}, n = {n}", rows), flush=True)
         elif a.exp == "refine":
             variants = {"none": Config(qe=False, her=False), "QE": Config(qe=True, her=False),
-                        "QE+HeR k=800": Config(), "HeR k=100": Config(qe=False, her_k=100)}
-            for k in (25, 50, 100, 200):
-                variants[f"QE+HeR k={k}"] = Config(her_k=k)
+                        "QE+HeR k=800": Config(), "QE+HeR k=200": Config(her_k=200)}
+            for m in (4, 6, 8, 12):
+                variants[f"QE+HeR k=200 when >= {m} close neighbours"] = Config(her="policy", her_k=200, min_cluster=m)
             for kind, n in (("pa", 120), ("pa", 250), ("uk", 600), ("union", 850)):
                 rows = {name: mean_columns(data, kind, n, replace(cfg, box=shipped.box), seeds) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows

@@ -121,12 +121,20 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
     t0 = time.perf_counter()
     snap = svc.snapshot()
     live = np.nonzero(snap.ids >= 0)[0]
-    ids = snap.ids[live]
-    vecs = snap.vectors[live]
     with svc.db() as s:
         rows = {r[0]: r for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.size, Image.taken,
                                                   Image.sharpness, Image.digest, Image.phash, Image.thumb)
                                            .where(Image.status == "indexed"))}
+    groups = group_duplicates(snap.ids[live], snap.vectors[live], rows, threshold, crops,
+                              log=(lambda m: log(f"{m}; {time.perf_counter() - t0:.1f} s with the catalog read")) if log else None)
+    return groups
+
+
+def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: float = NEAR_DEFAULT, crops: bool = True,
+                     log=None) -> list[Group]:
+    """The grouping itself. ids (n,) catalog ids, vecs (n, D) their unit vectors; rows: id ->
+    (id, path, width, height, size, taken, sharpness, digest, phash, thumb)."""
+    t0 = time.perf_counter()
     u = _Union()
     # exact copies
     by_digest: dict[str, list[int]] = {}
@@ -139,6 +147,7 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
             u.join(group[0], other, "exact", 1.0)
     # near duplicates and crop candidates from the nearest neighbours
     pairs, cos = knn_pairs(vecs, K, min(threshold, CROP_FLOOR) if crops else threshold)
+    t_knn = time.perf_counter() - t0
     checked = 0
     for (a, b), c in zip(pairs.tolist(), cos.tolist()):
         ia, ib = int(ids[a]), int(ids[b])
@@ -155,7 +164,7 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
         h = rows[i][8] if i in rows else 0
         if h:
             for c in range(4):
-                buckets.setdefault((c, (h >> (16 * c)) & 0xFFFF), []).append(i)
+                buckets.setdefault((c, (h >> (16 * c + 3)) & 0xFFFF), []).append(i)
     seen = set()
     for members in buckets.values():
         if len(members) > 200:  # a degenerate bucket (flat images): skip
@@ -172,7 +181,7 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
     groups = _groups(u, rows)
     if log:
         log(f"{len(groups)} duplicate groups among {len(ids)} photos in {time.perf_counter() - t0:.1f} s "
-            f"({len(pairs)} neighbour pairs, {checked} crop checks)")
+            f"(neighbours {t_knn:.1f} s: {len(pairs)} pairs; {checked} crop checks)")
     return groups
 
 

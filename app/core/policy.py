@@ -42,6 +42,33 @@ def refit_due(n: int, fitted_n: int, fitted_dim: int, channels: int, requested: 
     return want > 0 and n >= REFIT_GROWTH * max(fitted_n, 1)
 
 
+# HeR helps a query with many relevant photos (a landmark shot from every side: Paris) and hurts
+# one with few (an object in 4 photos: UKBench), whatever the library's size or the query's kind.
+# So it is decided per query from its own neighbourhood: how many photos are clearly closer to it
+# than the background of the shortlist (`close_neighbours`). Measured: benchmarks/policies.py.
+NEIGHBOURHOOD = 200  # shortlist similarities looked at
+HER_MIN_NEIGHBOURS = 8
+
+
+def close_neighbours(sims, query_in_library: bool) -> int:
+    """How many of a query's nearest photos stand out from the background: similarity above the
+    midpoint between the best match and the median of the first NEIGHBOURHOOD.
+    sims: descending similarities of the shortlist (the query itself first when it is in the library)."""
+    import numpy as np
+
+    s = np.asarray(sims, dtype=np.float64)
+    if query_in_library and len(s):
+        s = s[1:]
+    if len(s) < 3:
+        return len(s)
+    top, bg = float(s[0]), float(np.median(s))
+    return int((s >= bg + 0.5 * (top - bg)).sum())
+
+
+def use_her(sims, query_in_library: bool, min_neighbours: int = HER_MIN_NEIGHBOURS) -> bool:
+    return close_neighbours(sims, query_in_library) >= min_neighbours
+
+
 @dataclass(frozen=True)
 class SearchPlan:
     """How one query is refined. box_mode: map | crop | hybrid (box queries only)."""

@@ -29,6 +29,7 @@ class _Runner(QObject):
         super().__init__(parent)
         self.svc = svc
         self.n = 0
+        self.threads: list[threading.Thread] = []
 
     def run(self, threshold: float, crops: bool) -> int:
         self.n += 1
@@ -41,8 +42,14 @@ class _Runner(QObject):
                 groups = f"could not group: {e}"
             self.done.emit(n, groups)
 
-        threading.Thread(target=work, name="heatsearch-duplicates", daemon=True).start()
+        t = threading.Thread(target=work, name="heatsearch-duplicates", daemon=True)
+        self.threads = [x for x in self.threads if x.is_alive()] + [t]
+        t.start()
         return n
+
+    def join(self, timeout: float = 10.0) -> None:
+        for t in self.threads:
+            t.join(timeout)
 
 
 class DuplicatesDialog(QDialog):
@@ -53,11 +60,12 @@ class DuplicatesDialog(QDialog):
         self.setWindowTitle("Duplicates — HeatSearch")
         self.svc, self.loader = svc, loader
         self.groups = []
+        self.shown = 0  # the runner request whose groups are on screen
         v = QVBoxLayout(self)
         row = QHBoxLayout()
         row.addWidget(QLabel("Near-duplicates from similarity"))
         self.slider = QSlider(Qt.Horizontal)
-        self.slider.setRange(80, 99)
+        self.slider.setRange(80, 100)
         self.slider.setValue(round(NEAR_DEFAULT * 100))
         self.slider.setToolTip("Lower finds more (and riskier) near-duplicates; exact copies are always found")
         self.value = QLabel()
@@ -106,10 +114,10 @@ class DuplicatesDialog(QDialog):
 
     @property
     def threshold(self) -> float:
-        return self.slider.value() / 100
+        return self.slider.value() / 100 if self.slider.value() < 100 else 1.0 + 1e-6
 
     def _on_slider(self, v: int, search: bool = True) -> None:
-        self.value.setText(f"{v / 100:.2f}")
+        self.value.setText(f"{v / 100:.2f}" if v < 100 else "1.00 (exact and turned copies only)")
         if search:
             self._debounce.start()
 
@@ -124,6 +132,7 @@ class DuplicatesDialog(QDialog):
             self.summary.setText(groups)
             return
         self.groups = groups
+        self.shown = n
         photos = sum(len(g.members) for g in groups)
         extra = sum(len(g.members) - 1 for g in groups)
         self.summary.setText(f"{len(groups)} groups, {photos} photos: {extra} could go if you keep the first of each "

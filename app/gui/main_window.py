@@ -688,6 +688,8 @@ class MainWindow(QMainWindow):
         """Stop every worker (also called by tests). Never waits long: a model still loading dies
         with the process; the catalog is consistent at every commit."""
         self.stall.stop()
+        if getattr(self, "_dups", None) is not None:
+            self._dups.runner.join(timeout)
         self.bridge.shutdown(timeout)
         self.loader.shutdown(int(timeout * 1000))
         self.svc.close(timeout)

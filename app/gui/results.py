@@ -175,14 +175,19 @@ class ResultsView(QListView):
         self.setSpacing(0)
         self.setMinimumWidth(MIN_CELL + 30)
 
+    def usable_width(self) -> int:
+        """The width cells may use, leaving room for the vertical scroll bar even before it shows
+        (otherwise its arrival would push the last column out)."""
+        return max(1, self.width() - 2 * self.frameWidth() - self.verticalScrollBar().sizeHint().width() - 2)
+
     def columns(self) -> int:
-        return max(1, self.viewport().width() // MIN_CELL)
+        return max(1, self.usable_width() // MIN_CELL)
 
     def fit_cells(self) -> None:
         delegate = self.itemDelegate()
         if not isinstance(delegate, ThumbnailDelegate):
             return
-        w = max(MIN_CELL, self.viewport().width() // self.columns())
+        w = max(MIN_CELL, self.usable_width() // self.columns())
         cell = QSize(w, round((w - 6) * 0.75) + CAPTION + 6)
         if cell != delegate.cell:
             delegate.cell = cell

@@ -16,6 +16,7 @@ from app.core.features.extractor import Extractor
 from app.core.features.preprocess import prepare
 from app.core.features.registry import REGISTRY, load_backbone
 from app.core.imageio import open_oriented
+from pathlib import Path
 from tests.conftest import shared_photos, write_photo
 
 
@@ -249,3 +250,29 @@ def test_a_model_frozen_to_one_size_is_refused_by_the_export_check(tmp_path):
         with pytest.raises(Exception):
             export.export("tiny-random", None, tmp_path / "frozen.onnx")
     assert not (tmp_path / "frozen.onnx").exists()
+
+
+def test_the_default_cpu_path_never_imports_pytorch(tmp_path, photo_dir):
+    """Indexing and searching with the CPU runtime keep PyTorch (460 MB) out of the process: the
+    export runs in a child process, preprocessing, HeW and HeR are numpy."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+from app.core.config import Settings
+from app.core.library.service import LibraryService
+from app.core.pipeline.search import Searcher, SearchRequest
+svc = LibraryService({str(tmp_path / 'h')!r}, Settings(backbone="tiny-random", max_side=128, engine="auto"))
+svc.wait_ready()
+svc.run(svc.index([{str(photo_dir)!r}]))
+res = Searcher(svc).search(SearchRequest(path={str(photo_dir / 'scene1' / 'img1.jpg')!r}, box=(5, 5, 60, 50)))
+print(svc.extractor().engine.name, len(res.hits), "torch" in sys.modules)
+svc.close()
+"""
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stderr
+    engine, hits, torch_loaded = r.stdout.split()
+    assert engine in ("openvino", "onnxruntime") and int(hits) == 12 and torch_loaded == "False"

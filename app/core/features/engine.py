@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -60,10 +62,17 @@ def threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _may_have_accelerator() -> bool:
+    """A cheap look before importing PyTorch (460 MB): an NVIDIA driver, or an Apple-silicon Mac."""
+    if sys.platform == "darwin":
+        return platform.machine() == "arm64"
+    return os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None
+
+
 def accelerator() -> str | None:
-    """'cuda' or 'mps' when PyTorch is installed and sees one, else None (imports torch only if
-    it is installed)."""
-    if not installed("torch"):
+    """'cuda' or 'mps' when PyTorch is installed and sees one, else None. PyTorch is imported only
+    where an accelerator may exist, so a CPU-only machine never loads it for this question."""
+    if not installed("torch") or not _may_have_accelerator():
         return None
     import torch
 
@@ -191,6 +200,13 @@ def onnx_name(bb: Backbone) -> str:
     return f"{bb.name}-{bb.weights_digest}-f{EXPORT_FORMAT}.onnx"
 
 
+def openvino_model(bb: Backbone, models_dir: Path, log: Callable[[str], None] = print) -> Path:
+    """The model file OpenVINO reads for `bb`: a bundled OpenVINO IR (.xml, converted at build
+    time: the CPU edition ships no PyTorch and no ONNX frontend), else the ONNX export."""
+    ir = bundled_models_dir() / onnx_name(bb).replace(".onnx", ".xml")
+    return ir if ir.is_file() else ensure_onnx(bb, models_dir, log)
+
+
 def bundled_models_dir() -> Path:
     """Exported models shipped with a bundle (resources/models), or beside a checkout."""
     base = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parents[3]))
@@ -286,10 +302,9 @@ def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Cal
                 return TorchEngine(bb, dev, choice.fastest)
             if not installed(name):
                 raise EngineError(f"{PLAIN_NAMES[name]} is not installed")
-            path = ensure_onnx(bb, models_dir, log)
             if name == "onnxruntime":
-                return OnnxRuntimeEngine(path)
-            return OpenVinoEngine(path, models_dir / "openvino-cache", choice.fastest)
+                return OnnxRuntimeEngine(ensure_onnx(bb, models_dir, log))
+            return OpenVinoEngine(openvino_model(bb, models_dir, log), models_dir / "openvino-cache", choice.fastest)
         except Exception as e:  # noqa: BLE001 - any failure of an optional runtime means: fall back
             msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
             errors.append(f"{PLAIN_NAMES[name]}: {msg}")

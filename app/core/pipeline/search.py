@@ -271,6 +271,9 @@ class Searcher:
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
         allowed = self.allowed_mask(snap, req.filters)
+        if allowed is not None and pinned:  # the query's own copies are results only when the filters admit them
+            ok = set(snap.ids[allowed[: len(snap.ids)]].tolist())
+            pinned = [i for i in pinned if i in ok]
         k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
         slots, sims = snap.search(q, k, allowed)
         t1 = time.perf_counter()

@@ -1,0 +1,104 @@
+"""pytest-qt tests of the duplicates view, the filter bar, hiding exact duplicates, Find similar
+from the duplicates view, and thumbnails of HEIC and RAW photos."""
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+from PIL import Image
+from PySide6.QtCore import QDate, QSize, Qt
+
+from app.gui.workers import read_qimage
+from tests.conftest import write_photo
+from tests.gui.conftest import index_folder
+from tests.rawfile import write_dng
+
+
+def library_with_copies(tmp_path):
+    d = tmp_path / "lib"
+    for i in range(8):
+        write_photo(d / "a" / f"p{i}.png", i, size=(160, 120))
+    for i in range(4):
+        write_photo(d / "b" / f"q{i}.png", 40 + i, size=(160, 120))
+    (d / "b" / "p0-copy.png").write_bytes((d / "a" / "p0.png").read_bytes())
+    Image.open(d / "a" / "p1.png").transpose(Image.Transpose.ROTATE_90).save(d / "b" / "p1-turned.png")
+    return d
+
+
+def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_path):
+    d = library_with_copies(tmp_path)
+    index_folder(qtbot, window, d)
+    before = {p: p.read_bytes() for p in d.rglob("*.png")}
+    window.dup_action.trigger()  # View -> Duplicates…
+    dlg = window._dups
+    dlg.crops.setChecked(False)
+    dlg.slider.setValue(100)  # the tiny test network makes every photo "similar": exact and turned copies only
+    dlg.refresh()
+    qtbot.waitUntil(lambda: dlg.shown == dlg.runner.n, timeout=20000)
+    qtbot.wait(400)  # the slider's debounced refresh, if any, lands too
+    qtbot.waitUntil(lambda: dlg.shown == dlg.runner.n, timeout=20000)
+    groups = {frozenset(Path(m.path).name for m in g.members): g.kind for g in dlg.groups}
+    assert groups.get(frozenset({"p0.png", "p0-copy.png"})) == "exact"
+    assert groups.get(frozenset({"p1.png", "p1-turned.png"})) == "dihedral"
+    assert dlg.tree.topLevelItemCount() == len(dlg.groups)
+    out = dlg.export(str(tmp_path / "dups.csv"))
+    rows = list(csv.DictReader(open(out)))
+    assert {r["path"].split("/")[-1] for r in rows} >= {"p0.png", "p0-copy.png", "p1.png", "p1-turned.png"}
+    assert sum(r["keep"] == "yes" for r in rows) == len(dlg.groups)
+    dlg.export(str(tmp_path / "dups.json"))
+    assert json.load(open(tmp_path / "dups.json"))["groups"]
+    # Find similar from the duplicates view
+    first = dlg.tree.topLevelItem(0).child(0)
+    dlg.tree.setCurrentItem(first)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(dlg.similar_btn, Qt.LeftButton)
+    assert window.query_path == first.data(0, Qt.UserRole)
+    assert {p: p.read_bytes() for p in d.rglob("*.png")} == before  # nothing deleted or changed
+    dlg.close()
+
+
+def test_filters_restrict_results_to_a_folder_and_dates(qtbot, window, tmp_path):
+    d = library_with_copies(tmp_path)
+    old = time.mktime((2015, 6, 1, 12, 0, 0, 0, 0, -1))
+    for p in (d / "b").glob("*.png"):
+        os.utime(p, (old, old))  # no EXIF date: the file's date counts
+    index_folder(qtbot, window, d)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.set_query_path(str(d / "a" / "p2.png"))
+    assert window.results_model.rowCount() == 14
+    window.results.filter_btn.click()
+    assert window.results.filter_bar.isVisible()
+    b = str((d / "b").resolve())
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.results.folder.setCurrentIndex(window.results.folder.findData(str(d.resolve())))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.results.before.setDate(QDate(2016, 1, 1))  # only the old photos: all of folder b
+    hits = window.results_model.hits
+    assert hits and all(h.path.startswith(b) for h in hits) and len(hits) == 6
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.results.clear_filters.click()
+    assert window.results_model.rowCount() == 14
+
+
+def test_hiding_exact_duplicates_keeps_one_of_each(qtbot, window, tmp_path):
+    d = library_with_copies(tmp_path)
+    index_folder(qtbot, window, d)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.set_query_path(str(d / "a" / "p0.png"))
+    names = [Path(h.path).name for h in window.results_model.hits]
+    assert "p0.png" in names and "p0-copy.png" in names
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.results.hide_dups.setChecked(True)
+    names = [Path(h.path).name for h in window.results_model.hits]
+    assert ("p0.png" in names) != ("p0-copy.png" in names) and len(names) == 13
+
+
+def test_heic_and_raw_thumbnails_use_the_core_decoders(tmp_path):
+    src = Image.open(write_photo(tmp_path / "s.png", 3, size=(320, 240))).convert("RGB")
+    src.save(tmp_path / "phone.heic", quality=85)
+    write_dng(tmp_path / "cam.dng", src)
+    for name in ("phone.heic", "cam.dng"):
+        img, err = read_qimage(str(tmp_path / name), QSize(128, 128))
+        assert not img.isNull(), err
+        assert max(img.width(), img.height()) <= 128 and abs(img.width() / img.height() - 4 / 3) < 0.05
