@@ -1,5 +1,6 @@
-"""HeW speed: our batched Cholesky path against the literal procedure (full inverse of the
-grounded random-walk matrix), and HeW as a share of the backbone's forward pass per image.
+"""HeW speed: the float32 path with its guard (what indexing runs), the float64 reference, the
+literal procedure (full inverse of the grounded random-walk matrix), and HeW as a share of the
+engine's forward pass per photo at the app's input size.
 
     python benchmarks/hew_speed.py
 
@@ -7,50 +8,56 @@ All figures from the same run on the same machine; the share is the ratio that m
 """
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
-import torch
 
-from app.core.aggregate.hew import hew_weights, hew_weights_literal, hew_weights_torch
-from app.core.features.registry import DEFAULT_BACKBONE, load_backbone
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.core.aggregate.hew import hew_weights, hew_weights_literal  # noqa: E402
 
 
-def best_of(fn, repeat=5):
+def best_of(fn, repeat=7):
     fn()
     ts = []
     for _ in range(repeat):
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
-    return min(ts), float(np.median(ts))
+    return float(np.median(ts))
+
+
+def random_map(n, c, rng):
+    parts = np.maximum(rng.normal(size=(8, c)), 0)
+    return (parts[rng.integers(0, 8, n)] * rng.uniform(0.5, 1.5, (n, 1)) + 0.3 * np.maximum(rng.normal(size=(n, c)), 0)).astype(np.float32)
 
 
 def main():
+    from app.core.config import DEFAULT_MAX_SIDE, models_dir
+    from app.core.features.engine import EngineChoice
+    from app.core.features.extractor import Extractor
+    from app.core.features.registry import DEFAULT_BACKBONE, load_backbone
+
     rng = np.random.default_rng(0)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    for n, c in ((768, 512), (3072, 512), (768, 1280)):
-        x = np.maximum(rng.normal(size=(n, c)), 0)
+    for n, c in [(192, 1280), (300, 1280), (768, 1280), (3072, 512)]:
+        x = random_map(n, c, rng)
         mu = x.mean(0)
-        xt, mt = torch.from_numpy(x)[None], torch.from_numpy(mu)
-        ours, ours_med = best_of(lambda: hew_weights_torch(xt, mt, gram_dtype=torch.float32))
-        ref64, _ = best_of(lambda: hew_weights(x, mu), repeat=3)
-        lit, _ = best_of(lambda: hew_weights_literal(x, mu), repeat=2 if n > 1000 else 3)
-        print(f"N = {n:5d}, C = {c:4d}: HeW (app path: float32 Gram, float64 Cholesky) {1000 * ours:7.1f} ms "
-              f"(median {1000 * ours_med:.1f}); all-float64 {1000 * ref64:7.1f} ms; literal inverse {1000 * lit:8.1f} ms "
-              f"-> {lit / ours:.1f}x faster")
+        fast = best_of(lambda: hew_weights(x, mu))
+        ref = best_of(lambda: hew_weights(x, mu, precise=True))
+        lit = best_of(lambda: hew_weights_literal(x, mu), repeat=3)
+        print(f"N = {n:5d}, C = {c}: float32 + guard {fast * 1000:6.1f} ms, float64 {ref * 1000:6.1f} ms, "
+              f"literal inverse {lit * 1000:7.1f} ms ({lit / fast:.1f}x)")
     bb = load_backbone(DEFAULT_BACKBONE)
-    img = torch.randn(1, 3, 768, 1024)
-    with torch.inference_mode():
-        fwd, fwd_med = best_of(lambda: bb.module(img), repeat=5)
-        fmap = bb.module(img)
-    x = fmap[0].flatten(1).T.double()[None]
-    mu = x[0].mean(0)
-    hew, hew_med = best_of(lambda: hew_weights_torch(x, mu, gram_dtype=torch.float32), repeat=10)
-    print(f"default settings ({DEFAULT_BACKBONE}, 1024x768 input -> {fmap.shape[2]}x{fmap.shape[3]} = {x.shape[1]} features "
-          f"of {x.shape[2]} channels): forward {1000 * fwd:.0f} ms (median {1000 * fwd_med:.0f}), HeW {1000 * hew:.1f} ms "
-          f"(median {1000 * hew_med:.1f}) -> HeW is {100 * hew / fwd:.1f}% of the forward time (median-based "
-          f"{100 * hew_med / fwd_med:.1f}%)")
+    ex = Extractor.create(bb, EngineChoice(), DEFAULT_MAX_SIDE, models_dir(), log=lambda m: None)
+    w, h = DEFAULT_MAX_SIDE, DEFAULT_MAX_SIDE * 3 // 4
+    arr = rng.normal(size=(1, 3, h, w)).astype(np.float32)
+    fwd = best_of(lambda: ex.engine.run(arr))
+    fmap = ex.engine.run(arr)[0].transpose(1, 2, 0).reshape(-1, ex.channels)
+    hew = best_of(lambda: hew_weights(fmap, fmap.mean(0)))
+    print(f"{DEFAULT_BACKBONE} at {w}x{h} on {ex.engine.label}: forward {fwd * 1000:.0f} ms, HeW {hew * 1000:.1f} ms "
+          f"for {len(fmap)} features = {100 * hew / fwd:.1f} % of the forward pass")
 
 
 if __name__ == "__main__":

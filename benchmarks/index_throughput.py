@@ -1,65 +1,125 @@
-"""Indexing throughput against the backbone's own forward throughput, in the same run.
+"""Indexing throughput per engine, all engines in one run (so the ratios are fair), on
+(a) the Paris photos (1024 px) and (b) camera-size photos (12 MP JPEGs at quality 92 made from
+them, a third with EXIF orientation 6); the engine alone on pre-decoded inputs; the box query of
+a photo that is not in the library (a CNN pass on the crop plus the full photo's map); peak RSS.
 
-    python benchmarks/index_throughput.py --folder ../shared/data/paris250/jpg --limit 120
+    python benchmarks/index_throughput.py [--limit 60] [--engines torch onnxruntime openvino]
 
-(1) the whole pipeline (scan, decode pool, CNN, HeW, SQLite, hnswlib) through `index_library`;
-(2) the same backbone on the same photos already decoded and resized (tensors in memory), same
-batch size. Ratio (1)/(2) is what the pipeline costs beyond the CNN (target >= 0.85).
-Also prints the catalog + index bytes per indexed image.
+Each engine runs in its own child process (clean memory figures), one after the other.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
 
-from app.core.config import Settings
-from app.core.features.registry import DEFAULT_BACKBONE
-from app.core.library import Library
-from app.core.pipeline.indexer import index_library
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def make_camera_photos(src: list[Path], out: Path) -> None:
+    """12-megapixel JPEGs (4000x3000, quality 92) upscaled from the shared photos; every third
+    one stored sideways with EXIF orientation 6, as phones do."""
+    from PIL import Image
+
+    out.mkdir(parents=True, exist_ok=True)
+    for i, p in enumerate(src):
+        img = Image.open(p).convert("RGB")
+        big = img.resize((4000, 3000) if img.width >= img.height else (3000, 4000), Image.BICUBIC)
+        if i % 3 == 0:
+            exif = Image.Exif()
+            exif[0x0112] = 6
+            big.transpose(Image.Transpose.ROTATE_90).save(out / f"cam{i:03d}.jpg", quality=92, exif=exif.tobytes())
+        else:
+            big.save(out / f"cam{i:03d}.jpg", quality=92)
+
+
+def child(engine: str, folder: Path, home: Path) -> dict:
+    from app.core.config import Settings
+    from app.core.library.service import LibraryService
+    from app.core.pipeline.search import SearchRequest, Searcher
+
+    settings = Settings(engine=engine)
+    svc = LibraryService(home, settings)
+    svc.wait_ready()
+    ex = svc.extractor()  # loaded before timing: both measurements start with a ready engine
+    photos = sorted(folder.glob("*.jpg"))
+    ex.forward([ex.prepare_path(photos[0]).array])
+    t = time.perf_counter()
+    prog = svc.run(svc.index([folder]))
+    pipeline = time.perf_counter() - t
+    n = svc.stats()["indexed"]
+    arrays = [ex.prepare_path(p).array for p in photos]
+    t = time.perf_counter()
+    for a in arrays:
+        ex.forward([a])
+    alone = time.perf_counter() - t
+    del arrays
+    query = sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))[-1]
+    s = Searcher(svc)
+    t = time.perf_counter()
+    s.search(SearchRequest(path=str(query), box=(200, 150, 700, 600)))
+    box_ms = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    s.search(SearchRequest(path=str(query), box=(250, 150, 750, 600), mode="map"))
+    move_ms = (time.perf_counter() - t) * 1000
+    svc.close()
+    return {"engine": ex.engine.label, "photos": n, "phase": prog.phase, "pipeline_s": pipeline, "rate": n / pipeline,
+            "engine_alone_rate": len(photos) / alone, "ratio": (n / pipeline) / (len(photos) / alone),
+            "box_ms": box_ms, "box_move_ms": move_ms,
+            "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "torch_loaded": "torch" in sys.modules}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--folder", default=str(Path(__file__).resolve().parents[2] / "shared/data/paris250/jpg"))
-    ap.add_argument("--limit", type=int, default=120)
-    ap.add_argument("--backbone", default=DEFAULT_BACKBONE)
+    ap.add_argument("--limit", type=int, default=60)
+    ap.add_argument("--engines", nargs="+", default=["torch", "onnxruntime", "openvino"])
+    ap.add_argument("--child", nargs=3, metavar=("ENGINE", "FOLDER", "HOME"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        print(json.dumps(child(a.child[0], Path(a.child[1]), Path(a.child[2]))))
+        return
     tmp = Path(tempfile.mkdtemp(prefix="hs-throughput-"))
-    src = tmp / "photos"
-    src.mkdir()
-    for p in sorted(Path(a.folder).glob("*.jpg"))[: a.limit]:
-        shutil.copy(p, src / p.name)
-    settings = Settings(backbone=a.backbone)
-    lib = Library(tmp / "home", settings)
-    lib.add_folder(src)
-    ex = lib.extractor()
-    # warm-up: one forward so both measurements start with a loaded, initialised model
-    photos = sorted(src.glob("*.jpg"))
-    ex.forward([ex.prepare_path(photos[0]).tensor])
-    t = time.perf_counter()
-    last = None
-    for last in index_library(lib):
-        pass
-    pipeline = time.perf_counter() - t
-    n = lib.status()["indexed"]
-    tensors = [ex.prepare_path(p).tensor for p in photos]
-    bs = settings.batch_size
-    t = time.perf_counter()
-    for s in range(0, len(tensors), bs):
-        ex.forward(tensors[s: s + bs])
-    cnn = time.perf_counter() - t
-    lib.close()
-    size = sum(f.stat().st_size for f in (tmp / "home").iterdir() if f.is_file())
-    print(f"{n} photos ({a.folder}), {a.backbone} on {ex.device} with {torch.get_num_threads()} threads, batch {bs}:")
-    print(f"  indexing pipeline {n / pipeline:.2f} photos/s ({pipeline:.1f} s, phase {last.phase}); "
-          f"CNN forward alone on pre-decoded tensors {len(tensors) / cnn:.2f} photos/s ({cnn:.1f} s)")
-    print(f"  ratio pipeline / CNN = {(n / pipeline) / (len(tensors) / cnn):.2f}")
-    print(f"  catalog + index on disk: {size / n:.0f} bytes per indexed photo ({size / 2**20:.1f} MiB for {n})")
+    src = sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))[: a.limit]
+    sets = {"Paris 1024 px": tmp / "paris", "camera 12 MP": tmp / "camera"}
+    sets["Paris 1024 px"].mkdir()
+    for p in src:
+        shutil.copy(p, sets["Paris 1024 px"] / p.name)
+    make_camera_photos(src[: max(12, a.limit // 2)], sets["camera 12 MP"])
+    from app.core.config import DEFAULT_MAX_SIDE
+
+    print(f"{a.limit} photos per set (camera set: {max(12, a.limit // 2)}), input size {DEFAULT_MAX_SIDE} px, "
+          f"{os.cpu_count()} CPU cores")
+    results = {}
+    for name, folder in sets.items():
+        for eng in a.engines:
+            home = tmp / f"home-{eng}-{folder.name}"
+            r = subprocess.run([sys.executable, __file__, "--child", eng, str(folder), str(home)], capture_output=True,
+                               text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            if r.returncode != 0:
+                print(f"{name} / {eng}: failed: {r.stderr.strip().splitlines()[-1:]}")
+                continue
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            results[(name, eng)] = res
+            print(f"{name} / {res['engine']}: pipeline {res['rate']:.2f} photos/s, engine alone {res['engine_alone_rate']:.2f} "
+                  f"photos/s (ratio {res['ratio']:.2f}); box query on a new photo {res['box_ms']:.0f} ms, moving it "
+                  f"{res['box_move_ms']:.0f} ms; peak RSS {res['max_rss_mb']:.0f} MB; PyTorch loaded: {res['torch_loaded']}",
+                  flush=True)
+    for name in sets:
+        base = results.get((name, "torch"))
+        if base:
+            for eng in a.engines:
+                if eng != "torch" and (name, eng) in results:
+                    print(f"{name}: {eng} pipeline is {results[(name, eng)]['rate'] / base['rate']:.2f}x PyTorch's")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

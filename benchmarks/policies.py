@@ -176,7 +176,6 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
     pa_rows = [r for r in rows if r >= n_uk]
     if pa_rows:
         name_row = {Path(data.images[r]).stem: pos[int(r)] for r in pa_rows}
-        idx = {Path(p).stem: i for i, p in enumerate(data.pa_images)}
         # revisited box queries, both box modes (the rule keeps both as columns)
         for mode in ("crop", "map"):
             raws = d["rev_map"] if mode == "map" else d["rev_crop"]
@@ -267,7 +266,7 @@ def main():
 
     size = a.size or DEFAULT_MAX_SIDE
     seeds = range(a.seeds)
-    shipped = Config(whiten="policy", box=policy.search_plan(1000, True).box_mode)
+    shipped = Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE)
     out = {}
     if a.exp == "size":
         for s in a.sizes:
@@ -279,10 +278,11 @@ def main():
     else:
         data = Data(size)
         if a.exp == "whiten":
-            variants = {"none": Config(whiten="none"), "old rule (D=512 from 2048)": Config(whiten="old"),
-                        "policy": Config(whiten="policy")}
-            for ratio in (2, 4, 8, 16):
-                variants[f"D = n/{ratio}"] = Config(whiten=("ratio", ratio))
+            # at these sizes the old rule (D = 512 from 2,048 photos) and the new policy (from 1,024)
+            # both leave the library unwhitened: one row; the others show what whitening would do
+            variants = {"none (old rule, new policy)": Config(whiten="none"), "D = 128": Config(whiten=("fixed", 128)),
+                        "D = n/4": Config(whiten=("ratio", 4))}
+            variants = {k: replace(v, her="policy", her_k=policy.HER_K) for k, v in variants.items()}
             for kind in ("uk", "pa", "union"):
                 for n in (100, 250, 500, 850):
                     if kind == "pa" and n > 250:

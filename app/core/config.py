@@ -11,9 +11,10 @@ from .errors import InputError
 from .features.registry import DEFAULT_BACKBONE
 
 SETTINGS_VERSION = 2
-# The longer image side fed to the CNN. Chosen by `benchmarks/input_size.py` on every shared set
-# (see docs/METHOD.md, "Input size"): smaller than the paper's 1024 at a third of the CNN time.
-DEFAULT_MAX_SIDE = 640
+# The longer image side fed to the CNN, chosen on every shared set (benchmarks/policies.py --exp
+# size; README "Quality"): 512 px beats 640, 768 and 1024 on every Paris column, ties on UKBench
+# (photos of 640 px), and costs a quarter of 1024's CNN time. EfficientNet-Lite2 was trained at 260.
+DEFAULT_MAX_SIDE = 512
 
 
 # Settings presets (Settings dialog, "Search quality and speed"), chosen by measurement
@@ -98,7 +99,7 @@ class Settings:
     qe_n: int = 2
     qe_alpha: float = 3.0
     her: str = "auto"
-    her_k: int = 800
+    her_k: int = 200
     region_mode: str = "auto"
     top: int = 100
     batch_size: int = 8

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Whitening: no whitening below MIN_WHITEN photos; above, D grows with the library
-# (n / PHOTOS_PER_DIM, rounded down to a power of two, between MIN_DIM and MAX_DIM), with
-# eigenvalue shrinkage SHRINKAGE. No cliff: D = 32 at 256 photos, 512 from 8,192 on.
-MIN_WHITEN = 256
+# Whitening: none below MIN_WHITEN photos; from there D grows with the library (n / PHOTOS_PER_DIM,
+# rounded down to a power of two, MIN_DIM to MAX_DIM), with eigenvalue shrinkage SHRINKAGE.
+# Measured (README, "Quality"): on every shared set up to 850 photos whitening learned on the
+# library loses (Paris per-landmark 97.99 unwhitened, 93.90 at D = 128, 87.74 at D = 256: with a
+# few landmarks the directions it suppresses are the ones that tell them apart); on an unseen set
+# of ~1,000 Oxford photos D = 128 gained on every column. So whitening starts at D = 128 from
+# 1,024 photos and grows by doubling (no cliff to D = 512 at 2,048 as before).
+MIN_WHITEN = 1024
 PHOTOS_PER_DIM = 8
-MIN_DIM = 32
+MIN_DIM = 128
 MAX_DIM = 512
 SHRINKAGE = 1.0
 # Refit when the library has grown by this factor since the last fit (or the planned D changes).
@@ -47,7 +51,9 @@ def refit_due(n: int, fitted_n: int, fitted_dim: int, channels: int, requested: 
 # So it is decided per query from its own neighbourhood: how many photos are clearly closer to it
 # than the background of the shortlist (`close_neighbours`). Measured: benchmarks/policies.py.
 NEIGHBOURHOOD = 200  # shortlist similarities looked at
-HER_MIN_NEIGHBOURS = 8
+# 10 separates them on every set measured: UKBench queries have 3 to 7 close neighbours (90th
+# percentile), Paris landmark queries 17 to 45 (10th to 90th percentile).
+HER_MIN_NEIGHBOURS = 10
 
 
 def close_neighbours(sims, query_in_library: bool) -> int:
@@ -71,23 +77,31 @@ def use_her(sims, query_in_library: bool, min_neighbours: int = HER_MIN_NEIGHBOU
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """How one query is refined. box_mode: map | crop | hybrid (box queries only)."""
+    """How one query is refined. her: True | False | "auto" (decided per query from its
+    neighbourhood: `use_her`); box_mode: map | crop | hybrid (box queries only)."""
 
     qe: bool
     qe_n: int
     qe_alpha: float
-    her: bool
+    her: object
     her_k: int
     box_mode: str
 
 
+# HeR's shortlist: 200 measured better than the paper's 800 on every Paris column and on UKBench
+# (Paris250 mean 94.8 vs 91.2; the shortlist then holds the landmark, not the whole library).
+HER_K = 200
+# Box queries: "hybrid" = the map cells inside the box plus a CNN pass on the crop, descriptors
+# summed. Measured best on UKBench boxes (97.1 vs map 95.8, crop 94.4) and equal on Paris. The GUI
+# answers a moving box from the map alone (instant) and refines on release.
+BOX_MODE = "hybrid"
+
+
 def search_plan(n: int, box: bool, qe: str = "auto", her: str = "auto", box_mode: str = "auto",
-                qe_n: int = 2, qe_alpha: float = 3.0, her_k: int = 800) -> SearchPlan:
+                qe_n: int = 2, qe_alpha: float = 3.0, her_k: int = HER_K) -> SearchPlan:
     """The refinements for a query on a library of n photos; box: whether it is a box query.
-    qe/her: auto | on | off; box_mode: auto | map | crop | hybrid."""
-    auto_qe = True
-    auto_her = True
-    auto_mode = "map"
-    return SearchPlan(auto_qe if qe == "auto" else qe == "on", qe_n, qe_alpha,
-                      auto_her if her == "auto" else her == "on", her_k,
-                      auto_mode if box_mode == "auto" else box_mode)
+    qe/her: auto | on | off; box_mode: auto | map | crop | hybrid. alpha-QE (n = 2) helps on every
+    set measured; HeR is decided per query (`use_her`)."""
+    return SearchPlan(True if qe == "auto" else qe == "on", qe_n, qe_alpha,
+                      "auto" if her == "auto" else her == "on", her_k,
+                      BOX_MODE if box_mode == "auto" else box_mode)

@@ -94,7 +94,11 @@ def main(argv=None) -> int:
         w, h = (int(v) for v in a.size.split("x"))
         win.resize(w, h)
         win.heat_action.setChecked(a.heat)
-    win.show()
+        win.show()
+    elif win.wants_maximized:
+        win.showMaximized()
+    else:
+        win.show()
 
     def wait(signal, ms=600_000):
         loop = QEventLoop()

@@ -10,7 +10,7 @@ from pathlib import Path
 from PIL import Image as PILImage
 from PySide6.QtCore import QElapsedTimer, QEvent, QSettings, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QImage, QKeySequence
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QFileDialog, QHBoxLayout, QLabel, QListWidget,
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QFileDialog, QLabel, QListWidget,
                                QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton, QSizePolicy, QSplitter,
                                QStackedWidget, QVBoxLayout, QWidget)
 
@@ -122,8 +122,11 @@ class MainWindow(QMainWindow):
         self.stack.addWidget(self._empty_state())
         self.query = QueryPane()
         self.query_view = self.query.view
-        self.query_view.boxChanged.connect(lambda _b: self._debounce.start())
-        self.query_view.boxSettled.connect(lambda _b: self._debounce.start(0))
+        # while a box moves, searches use the photo's map alone (instant); on release, the box
+        # policy (a CNN pass on the crop as well) refines the answer
+        self._dragging = False
+        self.query_view.boxChanged.connect(self._box_moving)
+        self.query_view.boxSettled.connect(self._box_settled)
         self.query_view.filesDropped.connect(self.handle_paths)
         self.query.openRequested.connect(self.open_query_dialog)
         self.query.pasteRequested.connect(self.paste_query)
@@ -234,15 +237,19 @@ class MainWindow(QMainWindow):
 
     def _restore_ui(self):
         geo = self.ui_settings.value("geometry")
+        self.wants_maximized = False  # a laptop screen: the first window fills it (frame and title bar included)
         if geo is not None:
             self.restoreGeometry(geo)
         else:
             screen = QGuiApplication.primaryScreen()
             avail = screen.availableGeometry().size() if screen is not None else QSize(1400, 880)
-            self.resize(min(1400, avail.width()), min(880, avail.height()))
+            self.resize(min(1400, avail.width()), min(880, avail.height() - 60))
+            self.wants_maximized = avail.width() < 1500 or avail.height() < 950
         state = self.ui_settings.value("state")
         if state is not None:
             self.restoreState(state)
+        else:
+            self.resizeDocks([self.library_dock, self.preview_dock], [220, 280], Qt.Horizontal)
         split = self.ui_settings.value("split")
         if split is not None:
             self.split.restoreState(split)
@@ -515,11 +522,20 @@ class MainWindow(QMainWindow):
         else:
             self.status_label.setText("The clipboard holds no photo (copy a photo, a photo file or its path)")
 
+    def _box_moving(self, _box):
+        self._dragging = True
+        self._debounce.start()
+
+    def _box_settled(self, _box):
+        self._dragging = False
+        self._debounce.start(0)
+
     def current_request(self) -> SearchRequest:
         self._req_id += 1
+        extra = {"mode": "map"} if self._dragging else {}
         return request_from_settings(self.svc.settings, id=self._req_id, path=self.query_path, image=self.query_pixels,
                                      box=self.query_view.box, top=self.results.count.value(), filters=self.results.filters(),
-                                     hide_duplicates=self.results.hide_dups.isChecked())
+                                     hide_duplicates=self.results.hide_dups.isChecked(), **extra)
 
     def run_search(self):
         if self.query_path is None and self.query_pixels is None:

@@ -1,6 +1,5 @@
 """One writer, consistent snapshots: a test per defect of the library core (issue 9)."""
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.config import Settings
 from app.core.errors import LibraryBusyError, ReadOnlyError
 from app.core.index import vectors as vectors_mod
 from app.core.library.service import LibraryService

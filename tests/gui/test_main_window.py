@@ -1,10 +1,8 @@
 """pytest-qt tests that drive the real widgets (offscreen; again under Xvfb in CI)."""
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QGuiApplication, QImage
 from PySide6.QtWidgets import QFileDialog, QMessageBox
@@ -13,7 +11,7 @@ from app.core.imageio import open_oriented
 from app.core.pipeline.search import Hit
 from app.gui.results import ResultsModel
 from tests.conftest import write_photo
-from tests.gui.conftest import index_folder, make_window, tiny_settings, wait_idle
+from tests.gui.conftest import index_folder, make_window, wait_idle
 
 
 def drop_files(widget, paths):
@@ -177,7 +175,7 @@ def test_pause_keeps_the_count_resume_and_cancel(qtbot, window, tmp_path, monkey
     qtbot.wait(500)
     assert len(seen) <= frozen + 1  # at most the photo in flight finishes
     text = window.index_label.text()
-    assert "paused" in text and f"of 60" in text  # the count stays visible while paused
+    assert "paused" in text and "of 60" in text  # the count stays visible while paused
     qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
     assert window.pause_btn.text() == "Pause"
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:

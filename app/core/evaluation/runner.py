@@ -48,7 +48,7 @@ class EvalConfig:
     whiten: str = "policy"  # policy | on | off
     qe_n: int = 2
     qe_alpha: float = 3.0
-    her_k: int = 800
+    her_k: int = 200
     mode: str = "policy"  # box queries: policy | map | crop | hybrid
     methods: list[str] | None = None
     cache_dir: Path | None = None
@@ -139,10 +139,14 @@ def run_methods(q_suma, q_hew, db_suma, db_hew, cfg: EvalConfig, plan: policy.Se
             out[m] = np.stack([her_rerank(q, db_hew, r, cfg.her_k) for q, r in zip(qe, base)])
         elif m == "policy":
             src = qe if plan.qe else q_hew
-            if plan.her:
-                rk = np.stack([her_rerank(s, db_hew, r, plan.her_k) for s, r in zip(src, base)])
-            else:
-                rk = rank_all(src, db_hew)
+            plain = rank_all(src, db_hew)
+            rk = []
+            for i, (s, r) in enumerate(zip(src, base)):
+                her = plan.her
+                if her == "auto":  # decided per query from its neighbourhood, as the app does
+                    her = policy.use_her((q_hew[i] @ db_hew.T)[r[: policy.NEIGHBOURHOOD]], own[i] is not None)
+                rk.append(her_rerank(s, db_hew, r, plan.her_k) if her else plain[i])
+            rk = np.stack(rk)
             for i, o in enumerate(own):
                 if o is not None:  # the query photo itself first (the app pins exact duplicates)
                     rk[i] = np.concatenate([[o], rk[i][rk[i] != o]])

@@ -40,7 +40,7 @@ class BackboneSpec:
     stride: int
     description: str
     locate: Callable[[str | None], Path]  # user file or None -> weights path (or WeightsMissingError)
-    build: Callable[[Path], "nn.Module"]  # weights path -> module with weights loaded, eval mode (imports torch)
+    build: Callable[[Path], object]  # weights path -> torch module with weights loaded, eval mode (imports torch)
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
     offline: bool = False  # weights always present (shipped in a package or random init)

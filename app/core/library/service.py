@@ -27,7 +27,6 @@ import time
 import traceback
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np

@@ -12,8 +12,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -62,7 +61,7 @@ class SearchRequest:
     qe_n: int = 2
     qe_alpha: float = 3.0
     her: str = "auto"
-    her_k: int = 800
+    her_k: int = policy.HER_K
     mode: str = "auto"
     min_score: float = -1.0
     filters: Filters = Filters()
@@ -183,17 +182,23 @@ class Searcher:
                 d = s.get(Descriptor, (own[0], snap.space.id))
                 grid = np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32)
                 return Described(f32(d.raw).copy(), grid), (own[4], own[5]), False, own
-        if req.box is not None and plan.box_mode == "crop":
+        crop = None
+        if req.box is not None and plan.box_mode in ("crop", "hybrid"):
             ex = self.svc.extractor(snap.space)
             prepared = ex.prepare_path(req.path, req.box) if req.path else ex.prepare_image(req.image, req.box)
             with self.svc.interactive:
                 m = ex.forward([prepared.array])[0]
-            d = describe_features(np.ascontiguousarray(m.transpose(1, 2, 0)), snap.mu, params)
+            crop = describe_features(np.ascontiguousarray(m.transpose(1, 2, 0)), snap.mu, params)
             fm = FeatureMap(m.transpose(1, 2, 0), prepared.scale, prepared.offset, prepared.orig_size, ex.stride)
-            d.where = fm.cells_rect(slice(0, m.shape[1]), slice(0, m.shape[2]))
-            return d, prepared.orig_size, True, own
+            crop.where = fm.cells_rect(slice(0, m.shape[1]), slice(0, m.shape[2]))
+            if plan.box_mode == "crop":
+                return crop, prepared.orig_size, True, own
         fm, ran = self.feature_map(req, snap)
         d = describe_map(fm, snap.mu, req.box, params)
+        if crop is not None:  # hybrid: the map's cells and the crop's own pass, summed
+            v = d.raw.astype(np.float64) + crop.raw
+            d.raw = (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
+            ran = True
         return d, fm.orig_size, ran, own
 
     # ---- search ---------------------------------------------------------------------------------
@@ -222,7 +227,7 @@ class Searcher:
             raise InputError(f"cannot read the query photo: {e}") from e
         t1 = time.perf_counter()
         pinned = self._pinned(req, own, snap)
-        hits, total, timings = self.rank(d.raw, req, snap, plan, pinned)
+        hits, total, timings, plan = self.rank(d.raw, req, snap, plan, pinned, in_library=own is not None and req.box is None)
         timings.update(query_ms=(t1 - t0) * 1000)
         w = d.weights / max(float(d.weights.max()), 1e-12) if d.weights is not None else None
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
@@ -265,9 +270,9 @@ class Searcher:
         return np.isin(snap.ids, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
 
     def rank(self, raw: np.ndarray, req: SearchRequest, snap: Snapshot, plan: policy.SearchPlan,
-             pinned: list[int] = ()) -> tuple[list[Hit], int, dict]:
+             pinned: list[int] = (), in_library: bool = False) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
         """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
-        before the cut-off, timings)."""
+        before the cut-off, timings, the plan as applied: HeR "auto" decided for this query)."""
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
         allowed = self.allowed_mask(snap, req.filters)
@@ -275,7 +280,10 @@ class Searcher:
             ok = set(snap.ids[allowed[: len(snap.ids)]].tolist())
             pinned = [i for i in pinned if i in ok]
         k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
-        slots, sims = snap.search(q, k, allowed)
+        slots, sims = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, allowed)
+        if plan.her == "auto":
+            plan = replace(plan, her=policy.use_her(sims[: policy.NEIGHBOURHOOD], in_library))
+        slots, sims = slots[:k], sims[:k]
         t1 = time.perf_counter()
         scores = sims.astype(np.float64)
         final = slots
@@ -315,7 +323,7 @@ class Searcher:
         for i, h in enumerate(hits):
             h.rank = i + 1
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
-                             "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}
+                             "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
 
     def _hits(self, ids, scores, q, snap: Snapshot, req: SearchRequest, pinned: set, slot_of: dict) -> list[Hit]:
         ids = [int(i) for i in ids[: req.top + 200]]
@@ -344,8 +352,6 @@ class Searcher:
 
 
 def _with_box(req: SearchRequest, box) -> SearchRequest:
-    from dataclasses import replace
-
     return replace(req, box=tuple(box))
 
 
