@@ -84,15 +84,18 @@ def make_set(out: Path, seed: int = 0) -> dict[str, str]:
     return family
 
 
-def quality(size: int | None) -> None:
+def quality(size: int | None, keep: str | None = None, reuse: str | None = None) -> None:
     from app.core.config import Settings
     from app.core.duplicates import find_duplicates
     from app.core.library.service import LibraryService
 
-    tmp = Path(tempfile.mkdtemp(prefix="hs-dups-"))
+    tmp = Path(reuse) if reuse else Path(tempfile.mkdtemp(prefix="hs-dups-"))
     lib = tmp / "photos"
-    lib.mkdir()
-    family = make_set(lib)
+    if reuse:
+        family = make_set(Path(tempfile.mkdtemp()))  # the same names and families, made again elsewhere
+    else:
+        lib.mkdir()
+        family = make_set(lib)
     settings = Settings(**({"max_side": size} if size else {}))
     svc = LibraryService(tmp / "home", settings)
     svc.wait_ready()
@@ -118,11 +121,21 @@ def quality(size: int | None) -> None:
                     pairs += 1
                     fa, fb = family[names[a]], family[names[b]]
                     right += int(fa != "" and fa == fb)
+        by_rel: dict[str, list[int]] = {}
+        for g in groups:
+            keep = family[Path(g.members[0].path).name]
+            for m in g.members[1:]:
+                fam = family[Path(m.path).name]
+                by_rel.setdefault(m.relation, []).append(int(fam != "" and fam == keep))
         recall = ", ".join(f"{k} {found[k] / total[k]:.2f}" for k in EDITS)
+        rel = ", ".join(f"{r} {np.mean(v):.2f} of {len(v)}" for r, v in sorted(by_rel.items()))
         print(f"threshold {threshold:.2f}: {len(groups)} groups; recall per edit: {recall}; "
-              f"pair precision {right / max(pairs, 1):.3f} ({pairs} pairs)")
+              f"pair precision {right / max(pairs, 1):.3f} ({pairs} pairs); members right per relation: {rel}")
     svc.close()
-    shutil.rmtree(tmp, ignore_errors=True)
+    if keep is None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print(f"library kept in {tmp}")
 
 
 def main():
@@ -130,11 +143,13 @@ def main():
     ap.add_argument("--speed", type=int, nargs="*", help="library sizes for the timing (synthetic)")
     ap.add_argument("--quality", action="store_true")
     ap.add_argument("--size", type=int, help="input size for --quality (default: the app's)")
+    ap.add_argument("--keep", action="store_true", help="keep the indexed quality library (prints where)")
+    ap.add_argument("--reuse", help="a kept quality library to measure again (no indexing)")
     a = ap.parse_args()
     for n in a.speed or []:
         speed(n)
     if a.quality:
-        quality(a.size)
+        quality(a.size, "keep" if a.keep else None, a.reuse)
 
 
 if __name__ == "__main__":

@@ -3,17 +3,21 @@
 
 Built from neighbours, never from all pairs:
 - exact: photos with the same content digest;
-- near: each photo's k nearest vectors (exact search in a 64-d PCA projection, in blocks; then
-  checked on the full vectors) with cosine >= `threshold` (the user's slider);
+- near: each photo's k nearest vectors (in a 32-d PCA projection: exact search in blocks up to
+  20,000 photos, an HNSW graph above; then checked on the full vectors) with cosine >=
+  `threshold` (the user's slider) and a perceptual hash within NEAR_HAMMING bits (the descriptor
+  alone cannot tell a copy from another view of the same object);
 - rotated/mirrored: the same dihedral perceptual hash (signature.py) up to MAX_HAMMING bits in
   another orientation (in the same orientation it is a re-encoded copy), found through 16-bit
   chunks of the hash (a pair within 3 bits shares a chunk);
 - crop: neighbours a little below the threshold whose tiny thumbnails match as a sub-window.
-Members of a group are sorted best-to-keep first: most pixels, then sharpest, then oldest.
+Members of a group are sorted best-to-keep first: most pixels, then largest file, then sharpest,
+then oldest.
 HeatSearch never deletes: the view offers Reveal, Copy paths and an export of the list.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -26,10 +30,13 @@ from .signature import crop_match, hamming, orientation
 
 NEAR_DEFAULT = 0.95  # measured on benchmarks/duplicates.py (README, "Duplicates")
 CROP_FLOOR = 0.70  # crop candidates: neighbours at or above this similarity, checked on thumbnails
-CROP_NCC = 0.85  # thumbnail correlation that makes a crop
+CROP_NCC = 0.94  # thumbnail correlation that makes a crop (true crops: median 0.955; other photos: 95 % below 0.936)
+NEAR_HAMMING = 8  # perceptual-hash bits a near-duplicate may differ by (re-encoded copies: 90 % within 2;
+#                   other views of the same object: 95 % beyond 10; benchmarks/duplicates.py)
 MAX_HAMMING = 3  # bits: rotated / mirrored copies (chunks of 16 bits find every pair within 3)
 K = 10
-REDUCED = 64
+REDUCED = 32  # candidates come from a PCA projection: near-duplicates are near in any of them
+EXACT_MAX = 20_000  # photos; above, the candidates come from an HNSW graph over the projection
 
 RELATIONS = {"exact": "the same file (identical bytes)", "near": "the same photo re-encoded, resized or lightly edited",
              "dihedral": "the same photo rotated or mirrored", "crop": "a crop of the first photo"}
@@ -50,7 +57,7 @@ class Member:
 
     @property
     def reason(self) -> str:
-        return "best to keep: most pixels, sharpest, oldest" if not self.relation else RELATIONS[self.relation]
+        return "best to keep: most pixels, largest file, sharpest, oldest" if not self.relation else RELATIONS[self.relation]
 
 
 @dataclass
@@ -100,15 +107,26 @@ def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int 
     else:
         red = x
     kk = min(k + 1, n)
-    out_i, out_j = [], []
-    for s in range(0, n, block):
-        sims = red[s: s + block] @ red.T
-        rows = np.arange(s, min(n, s + block))
-        sims[rows - s, rows] = -np.inf  # not oneself
-        nb = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
-        out_i.append(np.repeat(rows, kk))
-        out_j.append(nb.ravel())
-    i, j = np.concatenate(out_i), np.concatenate(out_j)
+    if n > EXACT_MAX:  # an HNSW graph over the projection: all-rows exact search grows as n^2
+        import hnswlib
+
+        g = hnswlib.Index(space="ip", dim=red.shape[1])
+        g.init_index(max_elements=n, ef_construction=80, M=12)
+        g.set_num_threads(os.cpu_count() or 1)
+        g.add_items(red, np.arange(n))
+        g.set_ef(max(40, 2 * kk))
+        nb, _ = g.knn_query(red, k=kk)
+        i, j = np.repeat(np.arange(n), kk), nb.ravel().astype(np.int64)
+    else:
+        out_i, out_j = [], []
+        for s in range(0, n, block):
+            sims = red[s: s + block] @ red.T
+            rows = np.arange(s, min(n, s + block))
+            sims[rows - s, rows] = -np.inf  # not oneself
+            nb = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+            out_i.append(np.repeat(rows, kk))
+            out_j.append(nb.ravel())
+        i, j = np.concatenate(out_i), np.concatenate(out_j)
     pairs = np.unique(np.stack([np.minimum(i, j), np.maximum(i, j)], 1), axis=0)
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
     cos = np.einsum("ij,ij->i", x[pairs[:, 0]], x[pairs[:, 1]])
@@ -151,9 +169,14 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     checked = 0
     for (a, b), c in zip(pairs.tolist(), cos.tolist()):
         ia, ib = int(ids[a]), int(ids[b])
-        if c >= threshold:
-            u.join(ia, ib, "near", c)
-        elif crops and ia in rows and ib in rows and rows[ia][9] and rows[ib][9]:
+        if ia not in rows or ib not in rows:
+            continue
+        ha, hb = rows[ia][8], rows[ib][8]
+        if c >= threshold and ha and hb and hamming(ha, hb) <= NEAR_HAMMING:
+            # close in the searched space AND in the picture's perceptual hash: the same photo
+            # (another view of the same object is as close in the descriptor, not in the hash)
+            u.join(ia, ib, "near" if orientation(ha) == orientation(hb) else "dihedral", c)
+        elif crops and rows[ia][9] and rows[ib][9]:
             big, small = (ia, ib) if rows[ia][2] * rows[ia][3] >= rows[ib][2] * rows[ib][3] else (ib, ia)
             checked += 1
             if crop_match(rows[big][9], rows[small][9]) >= CROP_NCC:
@@ -197,8 +220,9 @@ def _groups(u: _Union, rows) -> list[Group]:
               for i in members if i in rows]
         if len(ms) < 2:
             continue
-        # best to keep first: most pixels, sharpest, oldest
-        ms.sort(key=lambda m: (-(m.width * m.height), -m.sharpness, m.taken or float("inf"), m.path))
+        # best to keep first: most pixels, then the largest file (least compressed: recompression
+        # artefacts make a copy look "sharper"), then sharpest, then oldest
+        ms.sort(key=lambda m: (-(m.width * m.height), -m.size, -m.sharpness, m.taken or float("inf"), m.path))
         keep = ms[0].image_id
         for m in ms[1:]:
             kind, sim = u.edge.get((min(keep, m.image_id), max(keep, m.image_id)), (None, 0.0))

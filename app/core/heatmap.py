@@ -1,4 +1,4 @@
-"""Heat-weight overlay pixels (ALGORITHM.md section 5): normalise per image, upsample, colour-map.
+"""Heat-weight overlay pixels (docs/METHOD.md, "HeW"): normalise per image, upsample, colour-map.
 
 Warm (yellow/red) = distinctive features with high HeW weight; cool (blue) = repeated texture.
 """

@@ -81,7 +81,7 @@ class DuplicatesDialog(QDialog):
         self.tree.setHeaderLabels(["Photo", "Size", "Why"])
         self.tree.setIconSize(ICON)
         self.tree.setColumnWidth(0, 420)
-        self.tree.setToolTip("The first photo of each group is the one to keep (most pixels, sharpest, oldest)")
+        self.tree.setToolTip("The first photo of each group is the one to keep (most pixels, largest file, sharpest, oldest)")
         v.addWidget(self.tree, 1)
         buttons = QHBoxLayout()
         self.reveal_btn = QPushButton("Show in folder")
@@ -135,7 +135,7 @@ class DuplicatesDialog(QDialog):
         self.shown = n
         photos = sum(len(g.members) for g in groups)
         extra = sum(len(g.members) - 1 for g in groups)
-        self.summary.setText(f"{len(groups)} groups, {photos} photos: {extra} could go if you keep the first of each "
+        self.summary.setText(f"{len(groups)} groups, {photos} photos: {extra} could go if you kept the first of each "
                              f"(at similarity {self.threshold:.2f}). Nothing is deleted here.")
         self.tree.clear()
         self._items.clear()

@@ -112,7 +112,7 @@ class MainWindow(QMainWindow):
         self.library_dock.setWidget(self.library)
         self.addDockWidget(Qt.LeftDockWidgetArea, self.library_dock)
 
-        self.preview = PreviewPane(self.loader, self.svc.heat_grid)
+        self.preview = PreviewPane(self.loader)
         self.preview_dock = QDockWidget("Preview", self)
         self.preview_dock.setObjectName("preview")
         self.preview_dock.setWidget(self.preview)
@@ -136,7 +136,7 @@ class MainWindow(QMainWindow):
         self.results.count.setValue(self.svc.settings.top)
         self.results.changed.connect(lambda: self._debounce.start())
         self.results.cutoffChanged.connect(lambda _v: self._apply_cutoff())
-        self.delegate = ThumbnailDelegate(self.loader, self.svc.heat_grid, self.results_view)
+        self.delegate = ThumbnailDelegate(self.loader, self.results_view)
         self.results_view.setItemDelegate(self.delegate)
         self.results_view.fit_cells()
         self.loader.loaded.connect(lambda _p: self.results_view.viewport().update())
@@ -607,7 +607,7 @@ class MainWindow(QMainWindow):
             return
         viewer = getattr(self, "_viewer", None)
         if viewer is None:
-            viewer = self._viewer = ViewerDialog(self.loader, self.svc.heat_grid, self)
+            viewer = self._viewer = ViewerDialog(self.loader, self)
             viewer.searchWith.connect(self.set_query_path)
             viewer.drawBoxOn.connect(self._draw_box_on)
             viewer.currentChanged.connect(lambda row: self.results_view.setCurrentIndex(self.results_model.index(row)))

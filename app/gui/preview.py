@@ -15,10 +15,9 @@ PREVIEW_LOAD = QSize(1024, 1024)
 
 
 class PreviewPane(QWidget):
-    def __init__(self, loader, heat_lookup, parent=None):
+    def __init__(self, loader, parent=None):
         super().__init__(parent)
         self.loader = loader
-        self.heat_lookup = heat_lookup
         self.show_heat = False
         self.hit: Hit | None = None
         v = QVBoxLayout(self)
@@ -80,7 +79,7 @@ class PreviewPane(QWidget):
         box = self.picture.size()
         shown = img.scaled(box, Qt.KeepAspectRatio, Qt.SmoothTransformation).convertToFormat(QImage.Format_ARGB32)
         if self.show_heat:
-            grid = self.heat_lookup(hit.image_id)
+            grid = hit.grid
             if grid is not None:
                 p = QPainter(shown)
                 p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (shown.width(), shown.height()), 110)))

@@ -70,10 +70,9 @@ class ThumbnailDelegate(QStyledItemDelegate):
     """Paints a cell: thumbnail (or a placeholder while it loads), heat overlay, file name, rank
     and a relevance bar whose length is the score the ranking used."""
 
-    def __init__(self, loader, heat_lookup, parent=None):
+    def __init__(self, loader, parent=None):
         super().__init__(parent)
         self.loader = loader
-        self.heat_lookup = heat_lookup  # image_id -> (H, W) weights or None
         self.show_heat = False
         self.cell = QSize(180, 170)
         self._pixmaps: dict[str, QPixmap] = {}  # GUI thread only, bounded
@@ -123,7 +122,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
                 key = (hit.image_id, target.width(), target.height())
                 ov = self._heat.get(key)
                 if ov is None:
-                    grid = self.heat_lookup(hit.image_id)
+                    grid = hit.grid  # carried by the result: painting never reads the catalog
                     if grid is not None:
                         ov = QPixmap.fromImage(rgba_qimage(overlay_rgba(grid, (target.width(), target.height()), 95)))
                         self._heat[key] = ov

@@ -34,11 +34,10 @@ class ViewerDialog(QDialog):
     drawBoxOn = Signal(str)
     currentChanged = Signal(int)  # row in the results
 
-    def __init__(self, loader, heat_lookup, parent=None):
+    def __init__(self, loader, parent=None):
         super().__init__(parent)
         self.setWindowTitle("HeatSearch viewer")
         self.loader = loader
-        self.heat_lookup = heat_lookup
         self.hits = []
         self.row = 0
         self.fit = True
@@ -148,7 +147,7 @@ class ViewerDialog(QDialog):
             shown = img.scaled(self.scroll.viewport().size() - QSize(4, 4), Qt.KeepAspectRatio, Qt.SmoothTransformation)
         shown = shown.convertToFormat(QImage.Format_ARGB32)
         if self.heat_check.isChecked():
-            grid = self.heat_lookup(hit.image_id)
+            grid = hit.grid
             if grid is not None:
                 p = QPainter(shown)
                 p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (shown.width(), shown.height()), 110)))

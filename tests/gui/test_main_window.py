@@ -239,9 +239,10 @@ def test_scores_shown_follow_the_rank_and_the_cutoff_says_what_it_hides(qtbot, w
     res = search(qtbot, window, photo_dir / "scene1" / "img0.jpg")
     scores = [h.score for h in res.hits]
     assert scores == sorted(scores, reverse=True)
-    window.results.cutoff.setValue(50)
+    cut = int(scores[len(scores) // 2] * 100 + 1)  # a cut-off that hides the lower half or so
+    window.results.cutoff.setValue(cut)
     hidden = sum(window.results_view.isRowHidden(r) for r in range(len(scores)))
-    assert hidden == sum(s < 0.5 for s in scores) and hidden > 0
+    assert hidden == sum(s < cut / 100 for s in scores) and 0 < hidden < len(scores)
     assert f"{len(scores) - hidden} shown of {len(scores)}" in window.results.info.text()
 
 
@@ -371,3 +372,38 @@ def test_every_control_has_a_tooltip(qtbot, window):
                 and not w.objectName().startswith("qt_") and w.metaObject().className() != "QToolButton"]
     missing = [w.text() if hasattr(w, "text") else type(w).__name__ for w in controls if not w.toolTip()]
     assert not missing, missing
+
+
+def test_the_engine_choice_is_persisted_and_shown(qtbot, window, photo_dir, monkeypatch):
+    """Settings: the engine in plain words; the choice is saved and the status says what runs."""
+    from app.gui.settings_dialog import ENGINE_WORDS, SettingsDialog
+
+    dlg = SettingsDialog(window.svc.settings, window)
+    items = [dlg.engine.itemText(i) for i in range(dlg.engine.count())]
+    assert items[0] == ENGINE_WORDS["auto"] and ENGINE_WORDS["openvino"] in items
+    dlg.engine.setCurrentIndex(dlg.engine.findData("onnxruntime"))
+    new = dlg.result_settings()
+    assert new.engine == "onnxruntime"
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        window.apply_settings(new, confirm=False)
+        window.add_folder(str(photo_dir))
+    qtbot.waitUntil(lambda: "ONNX Runtime" in window.index_label.text() or
+                    '"engine": "onnxruntime"' in (window.svc.home / "settings.json").read_text(), timeout=30000)
+    assert '"engine": "onnxruntime"' in (window.svc.home / "settings.json").read_text()
+    assert window.svc.extractor().engine.label.startswith("ONNX Runtime")
+
+
+def test_the_window_manager_is_told_a_small_minimum_size(qtbot, window):
+    """Under a real X11 server (make test-x11): WM_NORMAL_HINTS carries a minimum that fits 1366x768."""
+    import shutil
+    import subprocess
+
+    from PySide6.QtGui import QGuiApplication
+
+    if QGuiApplication.platformName() != "xcb" or not shutil.which("xprop"):
+        pytest.skip("needs an X11 server and xprop (make test-x11)")
+    qtbot.wait(200)
+    out = subprocess.run(["xprop", "-id", str(int(window.winId())), "WM_NORMAL_HINTS"], capture_output=True, text=True).stdout
+    line = next(x for x in out.splitlines() if "minimum size" in x)
+    w, h = (int(v) for v in line.split(":")[1].split(" by "))
+    assert w <= 1000 and h <= 650, line

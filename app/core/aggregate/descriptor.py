@@ -1,4 +1,4 @@
-"""From an aggregated vector to the global descriptor (ALGORITHM.md section 3).
+"""From an aggregated vector to the global descriptor (docs/METHOD.md, "The global descriptor").
 
 raw (C,) -> power 0.5 -> L2   : `normalize_raw`, stored in the catalog ("raw descriptor")
           -> PCA-whitening -> L2 : `Whitening.apply`, stored in the ANN index

@@ -70,6 +70,11 @@ def hew_weights(features, mean, threshold: float = THRESHOLD, z_ratio: float = Z
     Guards (the authors' code has none): isolated nodes (no edge above the threshold; infinite
     weight in the literal formula) get the largest finite weight of the image; with no positive
     affinity at all (N = 1, tiny or constant maps), all weights are 1 (SumA)."""
+    with _threads.limit(limits=1, user_api="blas"):
+        return _hew_weights(features, mean, threshold, z_ratio, precise)
+
+
+def _hew_weights(features, mean, threshold, z_ratio, precise) -> np.ndarray:
     n = len(features)
     dtype = np.float64 if precise else np.float32
     a = affinity(features, mean, threshold, dtype)

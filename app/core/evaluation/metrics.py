@@ -1,4 +1,4 @@
-"""Retrieval metrics (ALGORITHM.md section 6): AP with junk (Philbin's compute_ap, as in cirtorch
+"""Retrieval metrics (the evaluation protocols of the paper and of the revisited Oxford and Paris sets): AP with junk (Philbin's compute_ap, as in cirtorch
 and revisitop), mAP and mP@k over queries, UKBench N-S.
 
 Rankings are 0-based database ids, best first. Ground truth per query: `ok` (positives) and

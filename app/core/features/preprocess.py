@@ -83,11 +83,16 @@ def scale_for(orig_size: tuple[int, int], max_side: int) -> float:
 
 
 def to_array(img: Image.Image, mean, std) -> np.ndarray:
-    """RGB PIL image -> (3, h, w) float32, (pixel / 255 - mean) / std."""
-    arr = np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / 255.0
-    m = np.asarray(mean, np.float32)[:, None, None]
-    s = np.asarray(std, np.float32)[:, None, None]
-    return np.ascontiguousarray((arr - m) / s)
+    """RGB PIL image -> (3, h, w) float32, (pixel / 255 - mean) / std (one scale and one shift
+    per channel, in place: this runs once per photo beside the engine)."""
+    scale = 1.0 / (255.0 * np.asarray(std, np.float32))
+    shift = -np.asarray(mean, np.float32) / np.asarray(std, np.float32)
+    out = np.empty((3, img.height, img.width), np.float32)
+    hwc = np.asarray(img, dtype=np.uint8)
+    for c in range(3):
+        np.multiply(hwc[:, :, c], scale[c], out=out[c], casting="unsafe")
+        out[c] += shift[c]
+    return out
 
 
 def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, std, box=None) -> Prepared:
@@ -95,7 +100,7 @@ def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, s
 
     `img` may be a reduced decode of the original (JPEG draft): its own size over `orig_size`
     gives the factor. The result has longer side round(max_side) for a full image (or its own size
-    when smaller), and the crop keeps the full image's scale (ALGORITHM section of docs/METHOD.md).
+    when smaller), and the crop keeps the full image's scale (docs/METHOD.md, "Local features").
     """
     s = scale_for(orig_size, max_side)
     r = img.size[0] / orig_size[0]  # decoded pixels per original pixel

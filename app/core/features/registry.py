@@ -23,7 +23,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # EfficientNet-Lite was trained in TensorFlow with (pixel - 127) / 128 (efficientnet_lite_builder.py);
 # the converted weights keep that, so we feed them what they were trained on (a deviation from the
-# ImageNet mean/std of ALGORITHM.md section 1, which is for VGG/ResNet).
+# ImageNet mean/std VGG/ResNet get; docs/METHOD.md, "Local features").
 LITE_MEAN = (127 / 255, 127 / 255, 127 / 255)
 LITE_STD = (128 / 255, 128 / 255, 128 / 255)
 # Default chosen by measurement (benchmarks/backbones.py): Lite2 beats Lite0 on UKBench and on both Paris

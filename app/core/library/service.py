@@ -191,16 +191,18 @@ class LibraryService:
         with self.db() as s:
             return [paths.from_db(p) for p in s.scalars(select(Image.path).where(Image.status == "missing").order_by(Image.path))]
 
-    def heat_grid(self, image_id: int, space: SpaceInfo | None = None) -> np.ndarray | None:
-        """The stored (H, W) float32 heat grid of a library image (max 1), or None."""
+    def heat_grids(self, ids, space: SpaceInfo | None = None) -> dict[int, np.ndarray]:
+        """id -> (H, W) float32 heat grid (max 1) for catalog ids, in one query."""
         space = space or self._snapshot.space
-        if space is None:
-            return None
+        if space is None or not ids:
+            return {}
+        out = {}
         with self.db() as s:
-            d = s.get(Descriptor, (image_id, space.id))
-            if d is None:
-                return None
-            return np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32)
+            for chunk in _chunks(list(ids), 900):
+                for i, g, h, w in s.execute(select(Descriptor.image_id, Descriptor.grid, Descriptor.grid_h, Descriptor.grid_w)
+                                            .where(Descriptor.space_id == space.id, Descriptor.image_id.in_(chunk))):
+                    out[i] = np.frombuffer(g, np.float16).reshape(h, w).astype(np.float32)
+        return out
 
     def image_rows(self, ids) -> dict[int, dict]:
         """id -> {path, width, height, folder_id, digest, taken, size, status} for catalog ids."""

@@ -55,6 +55,11 @@ class Snapshot:
     folders: tuple[FolderInfo, ...] = ()
     read_only: bool = False
 
+    def __post_init__(self):
+        live = self.ids >= 0
+        object.__setattr__(self, "_live", live)  # computed once: every search starts from it
+        object.__setattr__(self, "_all_live", bool(live.all()))
+
     @property
     def ready(self) -> bool:
         """Whether searches can run (a space with a centring mean and at least one vector)."""
@@ -65,16 +70,16 @@ class Snapshot:
         return "exact" if self.graph is None else "hnsw"
 
     def alive_mask(self) -> np.ndarray:
-        return self.ids >= 0
+        return self._live
 
     def search(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (slots, similarities) for a (D,) query, best first, over live slots (and only
         those where `allowed` ((n,) bool) is True). Exact unless the snapshot has a graph and the
         candidate set is too large for exact search."""
-        live = self.ids >= 0
+        live = self._live
         if allowed is not None:
-            live &= allowed[: len(live)]
-        m = int(live.sum())
+            live = live & allowed[: len(live)]
+        m = int(live.sum()) if allowed is not None or not self._all_live else len(live)
         k = min(int(k), m)
         if k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -86,7 +91,8 @@ class Snapshot:
                 best = top_k(sims, k)
                 return rows[best], sims[best]
             sims = self.vectors @ q
-            sims[~live] = -np.inf
+            if allowed is not None or not self._all_live:
+                sims[~live] = -np.inf
             best = top_k(sims, k)
             return best, sims[best]
         want = k

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
+from PIL import Image as PILImage
 from sqlalchemy import delete, select, update
 
 from ..catalog.models import Descriptor, Folder, Image
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
     from ..library.service import JobControl, LibraryService
 
 CALIBRATION_IMAGES = 48  # photos (a random sample) whose local features give the centring mean mu
-BIG_PIXELS = 40_000_000  # decodes above this run one at a time (memory)
-_big = threading.Semaphore(1)
+HEADER_FIRST = 16 << 20  # files larger than this are checked from their header before being read
+_big = threading.Semaphore(1)  # decodes of files over 8 MB run one at a time (memory)
 
 
 @dataclass
@@ -78,7 +79,8 @@ def _decode(info: FileInfo, reuse: dict[str, int], max_side: int, mean, std) -> 
     """Worker: stream the file's digest; decode only when no stored descriptor has these bytes.
     Never raises: every failure becomes a reason."""
     try:
-        image_size(info.path)  # the header first: a huge file that is not a photo is never read whole
+        if info.size > HEADER_FIRST:
+            image_size(info.path)  # the header first: a huge file that is not a photo is never read whole
         digest = file_digest(info.path)
         if digest in reuse:
             return _Decoded(info, digest, reuse_of=reuse[digest], taken=info.mtime_ns / 1e9)
@@ -90,10 +92,12 @@ def _decode(info: FileInfo, reuse: dict[str, int], max_side: int, mean, std) -> 
         finally:
             if big:
                 _big.release()
-        check_content(photo.image)
+        small = photo.image.copy()
+        small.thumbnail((256, 256), PILImage.BILINEAR)  # one small copy for the cheap signatures
+        check_content(small)
         prepared = prepare(photo.image, photo.orig_size, max_side, mean, std)
-        return _Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(photo.image),
-                        dihedral_phash(photo.image), thumb(photo.image))
+        return _Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(small),
+                        dihedral_phash(small), thumb(small))
     except ImageError as e:
         return _Decoded(info, error=str(e))
     except MemoryError:

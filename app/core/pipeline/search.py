@@ -98,6 +98,7 @@ class Hit:
     similarity: float = 0.0
     state: str = "ok"
     duplicate: bool = False  # byte-identical to the query
+    grid: np.ndarray | None = field(default=None, repr=False)  # (H, W) float32 heat grid, max 1
 
 
 @dataclass
@@ -328,6 +329,7 @@ class Searcher:
     def _hits(self, ids, scores, q, snap: Snapshot, req: SearchRequest, pinned: set, slot_of: dict) -> list[Hit]:
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
+        grids = self.svc.heat_grids(ids[: req.top + 50], snap.space)  # the GUI paints them without a query
         seen_digest: set[str] = set()
         hits = []
         for i, sc in zip(ids, scores):
@@ -342,13 +344,11 @@ class Searcher:
             if state == "ok" and not os.path.exists(r["path"]):
                 state = "missing"
             sim = float(snap.vectors[slot_of[i]] @ q)
-            hits.append(Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned))
+            hits.append(Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned,
+                            grids.get(i)))
             if len(hits) >= req.top + 50:
                 break
         return hits
-
-    def heat_grid(self, image_id: int) -> np.ndarray | None:
-        return self.svc.heat_grid(image_id)
 
 
 def _with_box(req: SearchRequest, box) -> SearchRequest:

@@ -1,4 +1,4 @@
-"""Query expansion (ALGORITHM.md section 4)."""
+"""Query expansion (docs/METHOD.md, "Query expansion")."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,0 +1,73 @@
+"""The library policies (issue 11): their edge cases, and what they do inside a real search."""
+import numpy as np
+import pytest
+
+from app.core import policy
+from app.core.index import vectors as vectors_mod
+from app.core.pipeline.search import Filters, SearchRequest, Searcher
+from tests.conftest import write_photo
+from tests.core.helpers import index, open_lib
+
+
+def test_whitening_dimension_grows_with_the_library_without_a_cliff():
+    dims = [policy.whitening_dim(n, 1280) for n in (0, 10, 500, 1023, 1024, 2047, 2048, 4096, 100_000)]
+    assert dims == [0, 0, 0, 0, 128, 128, 256, 512, 512]
+    assert policy.whitening_dim(5000, 64) == 64  # never more than the channels
+    assert policy.whitening_dim(5000, 1280, requested=96) == 96  # the user's D, when it can be fitted
+    assert policy.whitening_dim(150, 1280, requested=96) == 0  # ... and not before
+
+
+def test_refits_are_due_when_the_library_crosses_a_size():
+    assert not policy.refit_due(500, 0, 0, 1280)  # small: nothing to fit
+    assert policy.refit_due(1024, 0, 0, 1280)  # crossing 1,024: fit at D = 128
+    assert not policy.refit_due(1500, 1024, 128, 1280)  # grown, not doubled, same D
+    assert policy.refit_due(2048, 1024, 128, 1280)  # doubled: D = 256
+    assert policy.refit_due(700, 1024, 128, 1280)  # shrunk below: back to no whitening
+
+
+def test_heat_reranking_is_decided_by_the_query_neighbourhood():
+    few = np.r_[1.0, 0.9, 0.88, 0.85, np.linspace(0.4, 0.3, 196)]  # the photo, 3 close views, background
+    many = np.r_[1.0, np.linspace(0.9, 0.75, 30), np.linspace(0.4, 0.3, 169)]  # a landmark: 30 close
+    assert policy.close_neighbours(few, True) == 3 and not policy.use_her(few, True)
+    assert policy.close_neighbours(many, True) == 30 and policy.use_her(many, True)
+    assert policy.close_neighbours([0.9], False) == 1  # a tiny library is safe
+    assert policy.search_plan(10, True).box_mode == "hybrid" and policy.search_plan(10, False, her="off").her is False
+
+
+@pytest.fixture
+def small_lib(tmp_path):
+    d = tmp_path / "photos"
+    for f in ("x", "y"):
+        for i in range(30):
+            write_photo(d / f / f"p{i:02d}.png", i + (100 if f == "y" else 0), size=(96, 72))
+    svc = open_lib(tmp_path / "h")
+    index(svc, [d])
+    yield svc, d
+    svc.close()
+
+
+def test_a_tiny_library_searches_with_every_refinement_safely(tmp_path):
+    d = tmp_path / "two"
+    write_photo(d / "a.png", 1, size=(96, 72))
+    write_photo(d / "b.png", 2, size=(96, 72))
+    svc = open_lib(tmp_path / "h")
+    index(svc, [d])
+    for qe, her in (("on", "on"), ("auto", "auto"), ("off", "on")):
+        res = Searcher(svc).search(SearchRequest(path=str(d / "a.png"), qe=qe, her=her, top=10))
+        assert [h.path.endswith("a.png") for h in res.hits] == [True, False]
+    svc.close()
+
+
+def test_a_narrow_filter_still_fills_the_page_with_the_graph(small_lib, monkeypatch):
+    """With the HNSW backend, a filter that admits few photos still returns all of them (the
+    search goes exact over the allowed rows), and only them."""
+    svc, d = small_lib
+    monkeypatch.setattr(vectors_mod, "EXACT_MAX_WORK", 0)
+    monkeypatch.setattr("app.core.library.snapshot.EXACT_MAX_WORK", 0)
+    svc.run(svc.rebuild())
+    assert svc.snapshot().graph is not None
+    only = str((d / "y").resolve())
+    res = Searcher(svc).search(SearchRequest(path=str(d / "x" / "p03.png"), top=25, filters=Filters((only,))))
+    assert len(res.hits) == 25 and all(h.path.startswith(only) for h in res.hits)
+    res = Searcher(svc).search(SearchRequest(path=str(d / "x" / "p03.png"), top=100, filters=Filters((only,))))
+    assert len(res.hits) == 30
