@@ -1,0 +1,93 @@
+"""Resident memory of the desktop app while it indexes a fresh library and shows a search: the
+first release reached 2.8 GB indexing 120 photos.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_memory.py [--photos 120]
+
+A window on an empty data folder; the Paris photos (1024 px) are added as a folder and indexed with
+the default model and engine; then one photo is searched and the grid's thumbnails load. VmRSS is
+sampled every 50 ms on the GUI thread; the peak (VmHWM) is the kernel's.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def status_mb(field: str) -> float:
+    """A VmRSS/VmHWM line of /proc/self/status, in MB."""
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--photos", type=int, default=120)
+    a = ap.parse_args()
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.core.config import Settings
+    from app.core.library.service import LibraryService
+    from app.gui.main_window import MainWindow
+
+    tmp = Path(tempfile.mkdtemp(prefix="hs-mem-"))
+    photos = tmp / "Photos"
+    photos.mkdir()
+    for p in sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))[: a.photos]:
+        shutil.copy(p, photos / p.name)
+    app = QApplication(sys.argv[:1])  # noqa: F841 - must exist for the window
+    home = tmp / "home"
+    Settings().save(home)
+    svc = LibraryService(home, Settings())
+    svc.wait_ready()
+    win = MainWindow(svc)
+    win.resize(1366, 768)
+    win.show()
+    samples = []
+    tick = QTimer()
+    tick.timeout.connect(lambda: samples.append(status_mb("VmRSS")))
+    tick.start(50)
+
+    def wait(signal, ms=1_800_000):
+        loop = QEventLoop()
+        signal.connect(loop.quit)
+        QTimer.singleShot(ms, loop.quit)
+        loop.exec()
+
+    def settle(ms):
+        loop = QEventLoop()
+        QTimer.singleShot(ms, loop.quit)
+        loop.exec()
+
+    settle(500)
+    print(f"window shown, empty library: {status_mb('VmRSS'):.0f} MB", flush=True)
+    t = time.time()
+    win.add_folder(str(photos))
+    wait(win.indexingFinished)
+    during = max(samples)
+    print(f"indexing {a.photos} photos ({time.time() - t:.0f} s, {svc.extractor().engine.label}): "
+          f"resident at most {during:.0f} MB (sampled), {status_mb('VmRSS'):.0f} MB after", flush=True)
+    wait_search = win.searchFinished
+    win.set_query_path(str(sorted(photos.glob("*.jpg"))[0]))
+    wait(wait_search, 60_000)
+    settle(3000)  # the grid's thumbnails load
+    print(f"after a search with {win.results_model.rowCount()} results and their thumbnails: "
+          f"{status_mb('VmRSS'):.0f} MB; thumbnail cache {win.loader.cached_bytes / 2**20:.0f} MB; "
+          f"peak of the process (VmHWM) {status_mb('VmHWM'):.0f} MB", flush=True)
+    win.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
