@@ -116,10 +116,6 @@ def main():
     wait(win.indexingFinished)
     idle()
     report(f"indexing {a.real} real photos beside {a.synthetic:,} ({time.time() - t:.0f} s)")
-    import resource  # ru_maxrss: KiB on Linux
-
-    print(f"peak memory of the GUI process after indexing: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB "
-          f"(engine: {svc.extractor().engine.label})", flush=True)
     win.stall.start()
     t = time.time()
     svc.refit(force=True)
