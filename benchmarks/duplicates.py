@@ -1,7 +1,7 @@
 """Duplicate groups: grouping time at 100,000 photos, and precision/recall per kind of edit on real
 photos.
 
-    python benchmarks/duplicates.py --speed 100000      # synthetic descriptors and signatures
+    python benchmarks/duplicates.py --speed 100000 [--cameras 2]   # synthetic descriptors and signatures
     python benchmarks/duplicates.py --quality           # edits of shared photos, indexed for real
 
 Quality set: 60 source photos (30 UKBench objects, 30 Paris), each copied once per edit: JPEG
@@ -34,7 +34,7 @@ SHARED = ROOT.parent / "shared" / "data"
 EDITS = ("q60", "half", "rotate", "mirror", "crop")
 
 
-def speed(n: int, d: int = 512) -> None:
+def speed(n: int, d: int = 512, cameras: int = 1) -> None:
     rng = np.random.default_rng(0)
     clusters = max(1, n // 50)
     centres = l2n(rng.normal(size=(clusters, d))).astype(np.float32)
@@ -42,12 +42,19 @@ def speed(n: int, d: int = 512) -> None:
     dups = rng.choice(n, n // 100, replace=False)  # 1 % near copies
     vecs[dups] = l2n(vecs[(dups + 1) % n] + (0.05 / np.sqrt(d)) * rng.normal(size=(len(dups), d)))
     ids = np.arange(1, n + 1)
-    hashes = rng.integers(-(1 << 62), 1 << 62, n)
-    rows = {int(i): (int(i), f"/p/{i}.jpg", 4000, 3000, 3_000_000, 0.0, 1.0, f"{i:040x}", int(h), b"")
-            for i, h in zip(ids, hashes)}
+    hashes = rng.integers(0, 1 << 62, n)
+    hashes[dups] = hashes[(dups + 1) % n] ^ 0b101  # a near copy's perceptual hash differs by a few bits
+    # one camera (12 MP) or two (and 8 MP), every 20th photo a smaller export: crop checks happen
+    # between photos of different sizes (with two cameras, about half of all similar pairs)
+    sizes = [(4000, 3000), (3264, 2448)][:cameras]
+    thumbs = rng.integers(0, 256, (n, 36, 48), dtype=np.uint8)
+    rows = {}
+    for k, (i, h) in enumerate(zip(ids.tolist(), hashes.tolist())):
+        w, hh = (2600, 1950) if k % 20 == 0 else sizes[k % len(sizes)]
+        rows[i] = (i, f"/p/{i}.jpg", w, hh, 3_000_000, 0.0, 1.0, f"{i:040x}", h, bytes([36, 48]) + thumbs[k].tobytes())
     t = time.perf_counter()
-    groups = group_duplicates(ids, vecs, rows, NEAR_DEFAULT, crops=False, log=print)
-    print(f"n = {n:,}, D = {d}: {len(groups)} groups in {time.perf_counter() - t:.1f} s (2 cores)")
+    groups = group_duplicates(ids, vecs, rows, NEAR_DEFAULT, crops=True, log=print)
+    print(f"n = {n:,}, D = {d}, {cameras} camera(s): {len(groups)} groups in {time.perf_counter() - t:.1f} s")
 
 
 def make_set(out: Path, seed: int = 0) -> dict[str, str]:
@@ -141,13 +148,14 @@ def quality(size: int | None, keep: str | None = None, reuse: str | None = None)
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--speed", type=int, nargs="*", help="library sizes for the timing (synthetic)")
+    ap.add_argument("--cameras", type=int, default=1, choices=[1, 2], help="photo sizes in the synthetic library")
     ap.add_argument("--quality", action="store_true")
     ap.add_argument("--size", type=int, help="input size for --quality (default: the app's)")
     ap.add_argument("--keep", action="store_true", help="keep the indexed quality library (prints where)")
     ap.add_argument("--reuse", help="a kept quality library to measure again (no indexing)")
     a = ap.parse_args()
     for n in a.speed or []:
-        speed(n)
+        speed(n, cameras=a.cameras)
     if a.quality:
         quality(a.size, "keep" if a.keep else None, a.reuse)
 

@@ -5,9 +5,11 @@
   so the 8 hashes come from one transform; the smallest of them is the signature. A rotated or
   mirrored copy (even recompressed) gets the same or a close signature.
 - `thumb`: a tiny grey thumbnail (longer side THUMB px, aspect kept) for checking that one photo is
-  a crop of another by normalised cross-correlation (`crop_match`).
+  a crop of another by normalised cross-correlation (`crop_scores`).
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 from PIL import Image
@@ -66,32 +68,59 @@ def thumb_array(data: bytes) -> np.ndarray:
     return np.frombuffer(data[2:], np.uint8).reshape(th, tw).astype(np.float32)
 
 
-def crop_match(big: bytes, small: bytes, scales=np.arange(0.5, 0.97, 0.04)) -> float:
-    """How well `small` matches a sub-window of `big` (both `thumb` bytes): the best normalised
-    cross-correlation over window scales (the crop's side / the big photo's side) and positions.
-    1.0 = a perfect crop; unrelated photos score near 0."""
-    from numpy.lib.stride_tricks import sliding_window_view
+@lru_cache(maxsize=256)
+def _resize_matrix(n: int, m: int) -> np.ndarray:
+    """(m, n) float64: Pillow's BILINEAR resize of a length-n signal to length m, as a matrix
+    (resize is linear and separable: an image resizes as Ry @ img @ Rx.T)."""
+    eye = Image.fromarray(np.eye(n, dtype=np.float32), mode="F")
+    return np.asarray(eye.resize((m, n), Image.BILINEAR), dtype=np.float64).T
 
-    A, B = thumb_array(big), thumb_array(small)
-    best = 0.0
-    for s in scales:
-        wh, ww = round(A.shape[0] * s), round(A.shape[1] * s)
-        # the crop's aspect decides the window: the small thumb's aspect at this scale
-        if B.shape[1] / B.shape[0] > ww / max(wh, 1):
-            wh = max(4, round(ww * B.shape[0] / B.shape[1]))
-        else:
-            ww = max(4, round(wh * B.shape[1] / B.shape[0]))
-        if wh > A.shape[0] or ww > A.shape[1] or wh < 8 or ww < 8:
-            continue
-        t = np.asarray(Image.fromarray(B.astype(np.uint8)).resize((ww, wh), Image.BILINEAR), dtype=np.float32)
-        t = t - t.mean()
-        tn = np.sqrt((t * t).sum())
-        if tn < 1e-6:
-            continue
-        win = sliding_window_view(A, (wh, ww))[::2, ::2]  # (ny, nx, wh, ww), every second position
-        wm = win.mean(axis=(2, 3), keepdims=True)
-        num = ((win - wm) * t).sum(axis=(2, 3))
-        den = np.sqrt(((win - wm) ** 2).sum(axis=(2, 3))) * tn
-        ncc = np.where(den > 1e-6, num / np.maximum(den, 1e-6), 0.0)
-        best = max(best, float(ncc.max()))
-    return best
+
+def crop_scores(bigs: list[bytes], smalls: list[bytes], scales: list[tuple[float, float]], chunk: int = 2048) -> np.ndarray:
+    """How well each `smalls[i]` matches a window of `bigs[i]` (`thumb` bytes) whose size is
+    `scales[i]` = (height, width) of the small photo over the big one's, in pixels: a crop keeps
+    its original's pixels, so its window in the big thumbnail is that fraction of it. (P,)
+    float64: the best normalised cross-correlation over the window's positions; 1.0 = a perfect
+    crop, unrelated photos near 0, 0 where the window is under 8 px.
+
+    Batched: pairs with the same thumbnail and window shapes (a library has few) are scored
+    together, the correlation through FFTs and the windows' means and norms from integral images
+    (about 0.02 ms a pair on 2 cores)."""
+    from scipy.fft import irfft2, rfft2
+
+    out = np.zeros(len(bigs))
+    groups: dict[tuple, list[int]] = {}
+    for k, (a, b, (fh, fw)) in enumerate(zip(bigs, smalls, scales)):
+        H, W = a[0], a[1]
+        wh, ww = round(H * fh), round(W * fw)
+        if 8 <= wh <= H and 8 <= ww <= W:
+            groups.setdefault((H, W, b[0], b[1], wh, ww), []).append(k)
+    for (H, W, h, w, wh, ww), members in groups.items():
+        ry, rx = _resize_matrix(h, wh), _resize_matrix(w, ww)
+        for c in range(0, len(members), chunk):
+            idx = members[c: c + chunk]
+            # a big photo is in several pairs: its transform and window norms are computed once
+            first: dict[bytes, int] = {}
+            which = np.array([first.setdefault(bigs[k], len(first)) for k in idx])
+            A = np.stack([thumb_array(b) for b in first]).astype(np.float64)  # (U, H, W)
+            B = np.stack([thumb_array(smalls[k]) for k in idx]).astype(np.float64)  # (P, h, w)
+            T = ry @ B @ rx.T  # (P, wh, ww) templates
+            T -= T.mean(axis=(1, 2), keepdims=True)
+            tn = np.sqrt((T * T).sum(axis=(1, 2)))
+            # sum(window * T) at every position: circular correlation, valid where it does not wrap
+            spec = rfft2(A, workers=-1)[which] * np.conj(rfft2(T, s=(H, W), workers=-1))
+            num = irfft2(spec, s=(H, W), workers=-1)[:, : H - wh + 1, : W - ww + 1]
+            s1 = np.zeros((len(A), H + 1, W + 1))
+            s2 = np.zeros_like(s1)
+            s1[:, 1:, 1:] = A.cumsum(1).cumsum(2)
+            s2[:, 1:, 1:] = (A * A).cumsum(1).cumsum(2)
+
+            def window(s):
+                return s[:, wh:, ww:] - s[:, :-wh, ww:] - s[:, wh:, :-ww] + s[:, :-wh, :-ww]
+
+            w1, w2 = window(s1), window(s2)
+            norm = np.sqrt(np.maximum(w2 - w1 * w1 / (wh * ww), 0.0))[which]  # (P, ny, nx) windows' norms
+            den = norm * tn[:, None, None]
+            ncc = np.where(den > 1e-6, num / np.maximum(den, 1e-6), 0.0)
+            out[idx] = np.maximum(ncc.reshape(len(idx), -1).max(axis=1), 0.0)
+    return out

@@ -88,6 +88,9 @@ def main(argv=None) -> int:
             QMessageBox.critical(None, "HeatSearch", str(e))
         return 1
     win = MainWindow(svc)
+    warming = svc.warm_model()  # the first search then finds the model loaded
+    if warming is not None and a.screenshot:
+        warming.join(120)  # the screenshot shows a search as a user meets it, after the warm-up
     if problems:
         win.status_label.setText("; ".join(problems))
     if a.screenshot:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.core.duplicates import find_duplicates, knn_pairs, to_records
-from app.core.signature import crop_match, dihedral_phash, hamming, thumb
+from app.core.duplicates import crop_scale, find_duplicates, knn_pairs, to_records
+from app.core.signature import crop_scores, dihedral_phash, hamming, thumb
 from tests.conftest import shared_photos, write_photo
 from tests.core.helpers import index, open_lib
 
@@ -37,8 +37,16 @@ def test_signatures_see_through_rotation_and_recompression(tmp_path):
         if name != "crop":
             assert hamming(h, dihedral_phash(img)) <= 3, name
     assert hamming(h, dihedral_phash(other)) > 10
-    assert crop_match(thumb(src), thumb(edits(src)["crop"])) > 0.9
-    assert crop_match(thumb(src), thumb(other)) < 0.7
+    crop = edits(src)["crop"]
+    scale = crop_scale((0, "", *src.size), (0, "", *crop.size))
+    assert scale == pytest.approx((crop.height / 240, crop.width / 320))
+    scores = crop_scores([thumb(src), thumb(src), thumb(other)], [thumb(crop), thumb(other.crop((20, 20, 260, 200))),
+                                                                  thumb(src.crop((30, 20, 290, 220)))],
+                         [scale, scale, (200 / 240, 260 / 320)])
+    assert scores[0] > 0.94 and scores[1] < 0.7 and scores[2] < 0.7  # batched: each pair its own answer
+    assert crop_scores([thumb(src)], [thumb(src.crop((10, 10, 60, 40)))], [(30 / 240, 50 / 320)])[0] == 0.0  # too small
+    assert crop_scale((0, "", *src.size), (0, "", *other.size)) is None  # same size: never a crop
+    assert crop_scale((0, "", 320, 240), (0, "", 310, 235)) is None  # 95 % of the area: near, not crop
 
 
 def test_neighbour_pairs_are_the_exact_ones():

@@ -57,6 +57,8 @@ def test_scores_follow_the_final_ranking(lib, photo_dir):
         scores = [h.score for h in res.hits]
         assert scores == sorted(scores, reverse=True), (qe, her, scores)
         assert all(0.0 <= s <= 1.0 for s in scores)
+        if her == "on":  # heat spread over the shortlist: the best at 1, the last at 0
+            assert res.plan.her and scores[0] == 1.0 and scores[-1] == 0.0, scores
 
 
 def test_touched_file_is_reindexed_and_deleted_file_leaves(lib, photo_dir):

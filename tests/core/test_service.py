@@ -199,6 +199,8 @@ def test_a_corrupted_index_is_never_trusted(tmp_path, many, monkeypatch, where):
 def test_cancel_and_quit_during_a_slow_model_load(tmp_path, many, monkeypatch):
     """(8) Quitting while the model loads returns at once (the writer finishes or dies with the
     process; the catalog is consistent at every commit); a cancelled job ends right after."""
+    import torch  # noqa: F401 - imported before the clock starts (run alone, the first import takes seconds)
+
     from app.core.features import extractor as extractor_mod
 
     real = extractor_mod.create_engine
@@ -281,3 +283,46 @@ def test_hnsw_recall_at_800_reaches_095(monkeypatch):
         exact = np.argsort(-(data @ q))[:800]
         recalls.append(len(set(got.tolist()) & set(exact.tolist())) / 800)
     assert np.mean(recalls) >= 0.95
+
+
+def test_the_model_is_warmed_in_the_background_after_a_start(tmp_path, many, monkeypatch):
+    """A restart loads the model off the caller's thread, so the first search does not wait for it;
+    an empty library loads nothing; quitting does not wait behind a load."""
+    from app.core.features import extractor as extractor_mod
+
+    empty = open_lib(tmp_path / "e")
+    assert empty.warm_model() is None
+    empty.close()
+    svc = open_lib(tmp_path / "h")
+    index(svc, [many])
+    svc.close()
+    real = extractor_mod.create_engine
+    calls = []
+
+    def slow(*a, **k):
+        calls.append(threading.current_thread().name)
+        time.sleep(1.5)
+        return real(*a, **k)
+
+    monkeypatch.setattr(extractor_mod, "create_engine", slow)
+    svc = open_lib(tmp_path / "h")
+    t = time.monotonic()
+    warming = svc.warm_model()
+    assert warming is not None and time.monotonic() - t < 0.5  # the caller does not wait
+    warming.join(30)
+    assert calls == ["heatsearch-warm-model"]
+    t = time.monotonic()
+    hits = Searcher(svc).search(SearchRequest(path=str(many / "p03.png"), box=(10, 10, 60, 50), top=5)).hits
+    assert time.monotonic() - t < 1.5 and calls == ["heatsearch-warm-model"]  # no second load
+    assert hits
+    svc.warm_model()  # already loaded: returns at once
+    svc2 = open_lib(tmp_path / "h2")
+    index(svc2, [many])
+    svc2.close()
+    svc2 = open_lib(tmp_path / "h2")
+    svc2.warm_model()
+    time.sleep(0.2)
+    t = time.monotonic()
+    svc2.close(timeout=0.5)
+    assert time.monotonic() - t < 1.5  # not held up by the load still running
+    svc.close()

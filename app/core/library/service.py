@@ -244,6 +244,23 @@ class LibraryService:
             old[1].engine.close()
         return ex
 
+    def warm_model(self) -> threading.Thread | None:
+        """Load the model in the background (a daemon thread), so that the first search after a
+        start does not wait seconds for it. Nothing when the library has no photos yet; a failure
+        is left for the first search to report."""
+        if self._snapshot.space is None or not self._snapshot.ready:
+            return None
+
+        def load():
+            try:
+                self.extractor()
+            except Exception:  # noqa: BLE001 - the first search reports it, in words
+                pass
+
+        t = threading.Thread(target=load, name="heatsearch-warm-model", daemon=True)
+        t.start()
+        return t
+
     # ---- commands -----------------------------------------------------------------------------------------
     def submit(self, name: str, fn: Callable[[Command], Any], preempts: bool = False, stream: bool = False,
                control: JobControl | None = None) -> Command:
@@ -480,10 +497,13 @@ class LibraryService:
             finished = not self._thread.is_alive()
         if finished:
             self.lock.release()
-            with self._extractor_lock:
-                if self._extractor is not None:
-                    self._extractor[1].engine.close()
-                    self._extractor = None
+            if self._extractor_lock.acquire(timeout=0.2):  # not behind a model still loading (warm_model)
+                try:
+                    if self._extractor is not None:
+                        self._extractor[1].engine.close()
+                        self._extractor = None
+                finally:
+                    self._extractor_lock.release()
             self.db.kw["bind"].dispose()
         return finished
 

@@ -85,7 +85,8 @@ def request_from_settings(settings, **fields) -> SearchRequest:
 @dataclass
 class Hit:
     """score: the score the final ranking used, in [0, 1], non-increasing with rank (cosine for a
-    plain search, cosine to the expanded query with QE, relative heat with HeR; exact duplicates
+    plain search, cosine to the expanded query with QE, with HeR the heat spread over the shortlist
+    from 1 (best) to 0 (last) and photos beyond the shortlist at 0; exact duplicates
     of the query are pinned first at 1). similarity: plain cosine of the query and this photo.
     state: ok | offline (its folder is not reachable) | missing (the file is gone)."""
 
@@ -302,7 +303,11 @@ class Searcher:
                 new, heat = her_rerank(source, vecs, order, plan.her_k, return_heat=True)
                 final = slots[new]
                 if heat is not None:
-                    rel = np.clip(heat / max(float(heat[0]), 1e-300), 0.0, 1.0)
+                    # heat is compressed near its top (relevant 1.0-0.97, the rest ~0.94 on a
+                    # Paris query): spread it over the shortlist, best 1, last 0, so that the
+                    # relevance bars and the cut-off tell relevant from not
+                    low = float(heat.min())
+                    rel = np.clip((heat - low) / max(float(heat[0]) - low, 1e-300), 0.0, 1.0)
                     tail = np.minimum(sims[new[len(heat):]], rel[-1]) if len(new) > len(heat) else np.zeros(0)
                     scores = np.concatenate([rel, tail])
                 else:
