@@ -43,7 +43,7 @@ def speed(n: int, d: int = 512, cameras: int = 1) -> None:
     vecs[dups] = l2n(vecs[(dups + 1) % n] + (0.05 / np.sqrt(d)) * rng.normal(size=(len(dups), d)))
     ids = np.arange(1, n + 1)
     hashes = rng.integers(0, 1 << 62, n)
-    hashes[dups] = hashes[(dups + 1) % n] ^ 0b101  # a near copy's perceptual hash differs by a few bits
+    hashes[dups] = hashes[(dups + 1) % n] ^ (0b101 << 20)  # a near copy: 2 hash bits differ, same orientation bits (the low 3)
     # one camera (12 MP) or two (and 8 MP), every 20th photo a smaller export: crop checks happen
     # between photos of different sizes (with two cameras, about half of all similar pairs)
     sizes = [(4000, 3000), (3264, 2448)][:cameras]

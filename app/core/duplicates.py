@@ -10,7 +10,7 @@ Built from neighbours, never from all pairs:
 - rotated/mirrored: the same dihedral perceptual hash (signature.py) up to MAX_HAMMING bits in
   another orientation (in the same orientation it is a re-encoded copy), found through 16-bit
   chunks of the hash (a pair within 3 bits shares a chunk);
-- crop: neighbours (cosine >= CROP_FLOOR) whose pixel sizes fit a crop (both sides smaller: a crop
+- crop: neighbours (cosine >= CROP_FLOOR) whose pixel sizes fit a crop (neither side larger: a crop
   keeps its original's pixels) and whose tiny thumbnail matches the window of that size in the
   other's thumbnail; same-size photos are never checked, which keeps large libraries fast.
 Members of a group are sorted best-to-keep first: most pixels, then largest file, then sharpest,
@@ -96,8 +96,9 @@ class _Union:
 
 def crop_scale(big_row, small_row) -> tuple[float, float] | None:
     """(height, width) of the small photo over the big one's when it can be a crop of it: a crop
-    keeps its original's pixels, so both sides are smaller, by CROP_MIN_SIDE to CROP_MAX_AREA.
-    None otherwise (same-size photos, the common case, cost nothing)."""
+    keeps its original's pixels, so neither side is larger, each is at least CROP_MIN_SIDE of it
+    and the area at most CROP_MAX_AREA. None otherwise (same-size photos, the common case, cost
+    nothing)."""
     bw, bh, sw, sh = big_row[2], big_row[3], small_row[2], small_row[3]
     if not (bw and bh and sw and sh):
         return None

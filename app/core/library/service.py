@@ -248,14 +248,19 @@ class LibraryService:
         """Load the model in the background (a daemon thread), so that the first search after a
         start does not wait seconds for it. Nothing when the library has no photos yet; a failure
         is left for the first search to report."""
-        if self._snapshot.space is None or not self._snapshot.ready:
+        if self._closed or self._snapshot.space is None or not self._snapshot.ready:
             return None
 
         def load():
             try:
                 self.extractor()
             except Exception:  # noqa: BLE001 - the first search reports it, in words
-                pass
+                return
+            if self._closed:  # close() did not wait for this load: free what it made
+                with self._extractor_lock:
+                    if self._extractor is not None:
+                        self._extractor[1].engine.close()
+                        self._extractor = None
 
         t = threading.Thread(target=load, name="heatsearch-warm-model", daemon=True)
         t.start()

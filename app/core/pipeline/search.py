@@ -302,7 +302,7 @@ class Searcher:
                 # heat from the (QE) source over the original query's shortlist
                 new, heat = her_rerank(source, vecs, order, plan.her_k, return_heat=True)
                 final = slots[new]
-                if heat is not None:
+                if heat is not None and float(heat[0]) > float(heat.min()):
                     # heat is compressed near its top (relevant 1.0-0.97, the rest ~0.94 on a
                     # Paris query): spread it over the shortlist, best 1, last 0, so that the
                     # relevance bars and the cut-off tell relevant from not
