@@ -58,10 +58,25 @@ class Member:
     sharpness: float
     relation: str = ""  # "" for the one to keep; else a key of RELATIONS
     similarity: float = 1.0
+    why: str = ""  # for the one to keep: what put it first
 
     @property
     def reason(self) -> str:
-        return "best to keep: most pixels, largest file, sharpest, oldest" if not self.relation else RELATIONS[self.relation]
+        return f"best to keep: {self.why or 'most pixels, largest file, sharpest, oldest'}" if not self.relation \
+            else RELATIONS[self.relation]
+
+
+def kept_because(best: Member, other: Member) -> str:
+    """The rule of the best-to-keep order that put `best` before `other`, in words."""
+    if best.width * best.height != other.width * other.height:
+        return f"most pixels ({best.width}x{best.height})"
+    if best.size != other.size:
+        return f"same pixels, largest file ({best.size / 1e6:.1f} MB)"
+    if best.sharpness != other.sharpness:
+        return "same pixels and file size, sharpest"
+    if best.taken and best.taken != other.taken:
+        return f"oldest ({time.strftime('%Y-%m-%d', time.localtime(best.taken))})"
+    return "identical by every rule, first by name"
 
 
 @dataclass
@@ -249,6 +264,7 @@ def _groups(u: _Union, rows) -> list[Group]:
         # artefacts make a copy look "sharper"), then sharpest, then oldest
         ms.sort(key=lambda m: (-(m.width * m.height), -m.size, -m.sharpness, m.taken or float("inf"), m.path))
         keep = ms[0].image_id
+        ms[0].why = kept_because(ms[0], ms[1])
         for m in ms[1:]:
             kind, sim = u.edge.get((min(keep, m.image_id), max(keep, m.image_id)), (None, 0.0))
             if kind is None:  # joined through another member: take its strongest edge in the group

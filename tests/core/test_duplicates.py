@@ -110,3 +110,14 @@ def test_cli_lists_duplicates_as_json_and_never_touches_files(tmp_path):
     assert frozenset({"p0.png", "p0-copy.png"}) in groups and groups[frozenset({"p0.png", "p0-copy.png"})]["kind"] == "exact"
     assert frozenset({"p1.png", "p1-rotated.png"}) in groups
     assert {p: p.read_bytes() for p in d.iterdir()} == before
+
+
+def test_the_one_to_keep_says_which_rule_put_it_first():
+    from app.core.duplicates import Member, kept_because
+
+    big = Member(1, "/p/a.jpg", 4000, 3000, 3_000_000, 1.6e9, 5.0)
+    assert kept_because(big, Member(2, "/p/b.jpg", 2000, 1500, 3_500_000, 1.5e9, 9.0)) == "most pixels (4000x3000)"
+    assert kept_because(big, Member(3, "/p/c.jpg", 4000, 3000, 1_000_000, 1.5e9, 9.0)).startswith("same pixels, largest file (3.0 MB)")
+    assert kept_because(big, Member(4, "/p/d.jpg", 4000, 3000, 3_000_000, 1.5e9, 4.0)) == "same pixels and file size, sharpest"
+    assert kept_because(big, Member(5, "/p/e.jpg", 4000, 3000, 3_000_000, 1.7e9, 5.0)).startswith("oldest (")
+    assert Member(6, "/p/f.jpg", 1, 1, 1, 0, 0, relation="crop").reason == "a crop of the first photo"
