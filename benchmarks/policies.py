@@ -5,6 +5,7 @@
     python benchmarks/policies.py --exp refine     # QE / HeR (and HeR's k) by library size and query kind
     python benchmarks/policies.py --exp box        # box modes: map, crop, hybrid
     python benchmarks/policies.py --exp final      # the shipped policies against the old defaults
+    python benchmarks/policies.py --exp regional   # regional database descriptors (a photo's best region)
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
 revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from app.core import policy  # noqa: E402
 from app.core.aggregate.descriptor import Whitening, learn_whitening  # noqa: E402
 from app.core.config import models_dir  # noqa: E402
-from app.core.describe import describe_map, mean_local_feature  # noqa: E402
+from app.core.describe import describe_features, describe_map, mean_local_feature  # noqa: E402
 from app.core.evaluation import datasets as ds  # noqa: E402
 from app.core.evaluation.metrics import Gnd, mean_ap  # noqa: E402
 from app.core.evaluation.runner import MapCache, default_cache_dir  # noqa: E402
@@ -56,6 +57,8 @@ class Config:
     box: str = "map"
     shrinkage: float = 1.0
     min_cluster: int = 0  # with her='policy': override of policy.HER_MIN_NEIGHBOURS (0: the policy's)
+    regions: int = 0  # > 0: database photos also described by regions of levels 2..regions (box queries)
+    regions_full: bool = False  # the regions for full-photo queries too
 
 
 OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
@@ -100,10 +103,46 @@ class Data:
             if i < len(self.uk_images):
                 out["uk_box_map"][int(i)] = describe_map(self.maps[i], mu, self.uk_boxes[i]).raw
                 out["uk_box_crop"][int(i)] = describe_map(self.uk_crops[i], mu).raw
+        out["mu"] = mu
         out["rev_map"] = [describe_map(fm, mu, q.box).raw for fm, q in zip(self.rev_full, self.rev.queries)]
         out["rev_crop"] = [describe_map(fm, mu).raw for fm in self.rev_crops]
         self._mu_cache = {key: out}  # one library at a time
         return out
+
+
+    def regions(self, rows: np.ndarray, levels: int) -> list[np.ndarray]:
+        """Per database row, (R, C) raw descriptors: the whole photo, then overlapping windows of
+        its feature map at levels 2..`levels` (level l: l x l windows, each 2/(l+1) of a side)."""
+        d = self.describe(rows)
+        key = ("regions", levels, tuple(rows.tolist()))
+        if key in self._mu_cache:
+            return self._mu_cache[key]
+        out = []
+        for i in sorted(rows.tolist()):
+            f = self.maps[i].features
+            h, w, _ = f.shape
+            vecs = [d["db"][int(i)]]
+            for lev in range(2, levels + 1):
+                wh, ww = max(2, round(h * 2 / (lev + 1))), max(2, round(w * 2 / (lev + 1)))
+                for y in np.linspace(0, h - wh, lev).round().astype(int):
+                    for x in np.linspace(0, w - ww, lev).round().astype(int):
+                        vecs.append(describe_features(f[y: y + wh, x: x + ww], d["mu"]).raw)
+            out.append(np.stack(vecs))
+        self._mu_cache[key] = out
+        return out
+
+
+def rank_regional(cfg: Config, qs: np.ndarray, regions: list[np.ndarray], own: list) -> list[np.ndarray]:
+    """Rankings where each database photo takes, for each query, its best-matching region's vector
+    (the whole photo among them); QE and HeR then work on those vectors."""
+    flat = np.concatenate(regions)
+    starts = np.cumsum([0] + [len(r) for r in regions[:-1]])
+    out = []
+    for i, q in enumerate(qs):
+        sims = flat @ q
+        best = np.array([s + int(np.argmax(sims[s: s + len(r)])) for s, r in zip(starts, regions)])
+        out += rank(cfg, q[None], flat[best], [own[i]])
+    return out
 
 
 def whitening(cfg: Config, db: np.ndarray) -> Whitening:
@@ -157,6 +196,14 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
     w = whitening(cfg, db_raw)
     db = w.apply(db_raw)
     out = {}
+    regs = [w.apply(r) for r in data.regions(rows, cfg.regions)] if cfg.regions else None
+
+    def rank_box(qs, own):  # box queries: a database photo's best region when regions are on
+        return rank_regional(cfg, qs, regs, own) if regs is not None else rank(cfg, qs, db, own)
+
+    def rank_full(qs, own):
+        return rank_regional(cfg, qs, regs, own) if regs is not None and cfg.regions_full else rank(cfg, qs, db, own)
+
     n_uk = len(data.uk_images)
     uk_rows = [r for r in rows if r < n_uk]
     if uk_rows:
@@ -165,14 +212,14 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
             mates = {pos[m] for m in range(n_uk) if data.uk_groups[m] == data.uk_groups[r] and m != r and m in pos}
             gnd.append(Gnd(mates, {pos[int(r)]}))
         qs = w.apply(np.stack([d["db"][int(r)] for r in uk_rows]))
-        out["uk full"] = 100 * mean_ap(rank(cfg, qs, db, [pos[int(r)] for r in uk_rows]), gnd)["mAP"]
+        out["uk full"] = 100 * mean_ap(rank_full(qs, [pos[int(r)] for r in uk_rows]), gnd)["mAP"]
         key = {"map": "uk_box_map", "crop": "uk_box_crop"}
         if cfg.box == "hybrid":
             raw = [d["uk_box_map"][int(r)] + d["uk_box_crop"][int(r)] for r in uk_rows]
         else:
             raw = [d[key[cfg.box]][int(r)] for r in uk_rows]
         qs = w.apply(np.stack(raw))
-        out["uk box"] = 100 * mean_ap(rank(cfg, qs, db, [None] * len(uk_rows)), gnd)["mAP"]
+        out["uk box"] = 100 * mean_ap(rank_box(qs, [None] * len(uk_rows)), gnd)["mAP"]
     pa_rows = [r for r in rows if r >= n_uk]
     if pa_rows:
         name_row = {Path(data.images[r]).stem: pos[int(r)] for r in pa_rows}
@@ -194,7 +241,7 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
                 for s in gnds:
                     gnds[s].append(conv[s])
             qs = w.apply(np.stack([raws[qi] for qi in keep]))
-            rk = rank(cfg, qs, db, [None] * len(keep))
+            rk = rank_box(qs, [None] * len(keep))
             for s in ("Easy", "Medium", "Hard"):
                 m = mean_ap(rk, gnds[s])["mAP"]
                 if m == m:  # NaN when no query has a positive in this library
@@ -212,7 +259,7 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
             gnd.append(Gnd(ok, junk))
         if qrows:
             qs = w.apply(np.stack([d["db"][int(r)] for r in qrows]))
-            m = mean_ap(rank(cfg, qs, db, [pos[int(r)] for r in qrows]), gnd)["mAP"]
+            m = mean_ap(rank_full(qs, [pos[int(r)] for r in qrows]), gnd)["mAP"]
             if m == m:
                 out["pa landmark"] = 100 * m
     return out
@@ -256,7 +303,7 @@ def table(title: str, rows: dict[str, dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--exp", default="final", choices=["size", "whiten", "refine", "box", "final"])
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "refine", "box", "final", "regional"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
@@ -300,6 +347,14 @@ def main():
                 rows = {name: mean_columns(data, kind, n, replace(cfg, box=shipped.box), seeds) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows
                 print(table(f"refinement, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "regional":
+            variants = {"global (shipped)": shipped, "regions L=2 (box queries)": replace(shipped, regions=2),
+                        "regions L=3 (box queries)": replace(shipped, regions=3),
+                        "regions L=3 (all queries)": replace(shipped, regions=3, regions_full=True)}
+            for kind, n in (("pa", 250), ("uk", 600), ("union", 850)):
+                rows = {name: columns(data, subsets(data, kind, n, 0), cfg) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"regional database descriptors, library {kind}, n = {n}", rows), flush=True)
         elif a.exp == "box":
             rows = {}
             for mode in ("map", "crop", "hybrid"):
