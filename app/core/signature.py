@@ -72,7 +72,7 @@ def thumb_array(data: bytes) -> np.ndarray:
 def _resize_matrix(n: int, m: int) -> np.ndarray:
     """(m, n) float64: Pillow's BILINEAR resize of a length-n signal to length m, as a matrix
     (resize is linear and separable: an image resizes as Ry @ img @ Rx.T)."""
-    eye = Image.fromarray(np.eye(n, dtype=np.float32), mode="F")
+    eye = Image.fromarray(np.eye(n, dtype=np.float32))  # a float32 array makes a mode "F" image
     return np.asarray(eye.resize((m, n), Image.BILINEAR), dtype=np.float64).T
 
 
