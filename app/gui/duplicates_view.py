@@ -80,7 +80,8 @@ class DuplicatesDialog(QDialog):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Photo", "Size", "Why"])
         self.tree.setIconSize(ICON)
-        self.tree.setColumnWidth(0, 420)
+        self.tree.setColumnWidth(0, 330)  # room for the reason at the dialog's size (the full text is in a tooltip)
+        self.tree.setColumnWidth(1, 90)
         self.tree.setToolTip("The first photo of each group is the one to keep (most pixels, largest file, sharpest, oldest)")
         v.addWidget(self.tree, 1)
         buttons = QHBoxLayout()
@@ -110,7 +111,7 @@ class DuplicatesDialog(QDialog):
         loader.loaded.connect(self._on_thumb)
         self._items: dict[str, list[QTreeWidgetItem]] = {}
         self._on_slider(self.slider.value(), search=False)
-        self.resize(820, 600)
+        self.resize(900, 600)
 
     @property
     def threshold(self) -> float:
@@ -147,6 +148,7 @@ class DuplicatesDialog(QDialog):
             for m in g.members:
                 item = QTreeWidgetItem([os.path.basename(display(m.path)), f"{m.width}x{m.height}", m.reason])
                 item.setToolTip(0, display(m.path))
+                item.setToolTip(2, m.reason)
                 item.setData(0, Qt.UserRole, m.path)
                 top.addChild(item)
                 self._items.setdefault(m.path, []).append(item)
