@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import __version__
+from .core import policy
 from .core.errors import HeatSearchError, InputError, LibraryBusyError
 from .core.features.engine import ENGINES
 from .core.features.registry import DEFAULT_BACKBONE
@@ -75,7 +76,7 @@ def _add_eval(sub):
                    help="policy: what the app does for a library of this size; on: always; off: never")
     p.add_argument("--qe-n", type=_positive_int, default=2)
     p.add_argument("--qe-alpha", type=float, default=3.0, help="0 = average QE; >0 = alpha-QE (sim**alpha)")
-    p.add_argument("--her-k", type=_positive_int, default=200)
+    p.add_argument("--her-k", type=_positive_int, default=policy.HER_K)
     p.add_argument("--mode", choices=["policy", "map", "crop", "hybrid"], default="policy", help="box queries")
     p.add_argument("--methods", default="", help="comma-separated rows (default: SumA,HeW,HeW+QE,HeW+HeR,HeW+QE+HeR,policy)")
     p.add_argument("--limit", type=_positive_int, help="use only the first N images (ukbench)")

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from . import policy
 from .errors import InputError
 from .features.registry import DEFAULT_BACKBONE
 
@@ -99,7 +100,7 @@ class Settings:
     qe_n: int = 2
     qe_alpha: float = 3.0
     her: str = "auto"
-    her_k: int = 200
+    her_k: int = policy.HER_K
     region_mode: str = "auto"
     top: int = 100
     batch_size: int = 8

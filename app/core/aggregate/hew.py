@@ -32,7 +32,7 @@ GUARD = 1e-3
 # Above this many features the float32 factorisation's error grows past 1e-4 (the condition number
 # grows with N): larger maps are factorised in float64.
 FLOAT32_MAX_N = 1536
-_threads = ThreadpoolController()  # made once: a fresh threadpool_limits() rescans every library (~1 ms)
+BLAS = ThreadpoolController()  # made once, shared with HeR: a fresh threadpool_limits() rescans every library (~1 ms)
 
 
 def affinity(x: np.ndarray, mu: np.ndarray, threshold: float = THRESHOLD, dtype=np.float64) -> np.ndarray:
@@ -70,7 +70,7 @@ def hew_weights(features, mean, threshold: float = THRESHOLD, z_ratio: float = Z
     Guards (the authors' code has none): isolated nodes (no edge above the threshold; infinite
     weight in the literal formula) get the largest finite weight of the image; with no positive
     affinity at all (N = 1, tiny or constant maps), all weights are 1 (SumA)."""
-    with _threads.limit(limits=1, user_api="blas"):
+    with BLAS.limit(limits=1, user_api="blas"):
         return _hew_weights(features, mean, threshold, z_ratio, precise)
 
 

@@ -48,7 +48,7 @@ class EvalConfig:
     whiten: str = "policy"  # policy | on | off
     qe_n: int = 2
     qe_alpha: float = 3.0
-    her_k: int = 200
+    her_k: int = policy.HER_K
     mode: str = "policy"  # box queries: policy | map | crop | hybrid
     methods: list[str] | None = None
     cache_dir: Path | None = None

@@ -279,8 +279,8 @@ class Searcher:
         q = snap.whitening.apply(raw)[0]
         allowed = self.allowed_mask(snap, req.filters)
         if allowed is not None and pinned:  # the query's own copies are results only when the filters admit them
-            ok = set(snap.ids[allowed[: len(snap.ids)]].tolist())
-            pinned = [i for i in pinned if i in ok]
+            ok = np.isin(np.asarray(pinned, np.int64), snap.ids[allowed[: len(snap.ids)]])
+            pinned = [i for i, keep in zip(pinned, ok.tolist()) if keep]
         k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
         slots, sims = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, allowed)
         if plan.her == "auto":

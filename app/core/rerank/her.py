@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import lapack
-from threadpoolctl import ThreadpoolController
+
+from ..aggregate.hew import BLAS
 
 Z_RATIO = 0.1
-K_DEFAULT = 800
-_threads = ThreadpoolController()  # the (k+1)-sized solve runs on one BLAS thread: faster and steadier here
+K_DEFAULT = 800  # the paper's shortlist; the app's is policy.HER_K
 
 
 def her_scores(source: np.ndarray, shortlist: np.ndarray, z_ratio: float = Z_RATIO) -> np.ndarray | None:
@@ -21,7 +21,7 @@ def her_scores(source: np.ndarray, shortlist: np.ndarray, z_ratio: float = Z_RAT
     Returns (k,) float64, or None when the graph has no positive edge (nothing to diffuse).
     The (k+1) x D Gram product runs in float32 (the O(k^2 D) step), the SPD solve in float64.
     """
-    with _threads.limit(limits=1, user_api="blas"):
+    with BLAS.limit(limits=1, user_api="blas"):  # the (k+1)-sized solve: faster and steadier on one thread
         return _her_scores(source, shortlist, z_ratio)
 
 
