@@ -167,25 +167,32 @@ def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int 
     return pairs[keep], cos[keep]
 
 
-def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, log=None) -> list[Group]:
-    """Duplicate groups of the library's searchable photos, best-to-keep first in each group."""
+def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, log=None, cache: dict | None = None) -> list[Group]:
+    """Duplicate groups of the library's searchable photos, best-to-keep first in each group.
+    `cache` (a dict kept by the caller) keeps the neighbours and crop scores of this library
+    version, so that moving the threshold only regroups."""
     t0 = time.perf_counter()
     snap = svc.snapshot()
+    if cache is not None and cache.get("generation") != snap.generation:
+        cache.clear()
+        cache["generation"] = snap.generation
     live = np.nonzero(snap.ids >= 0)[0]
     with svc.db() as s:
         rows = {r[0]: r for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.size, Image.taken,
                                                   Image.sharpness, Image.digest, Image.phash, Image.thumb)
                                            .where(Image.status == "indexed"))}
-    groups = group_duplicates(snap.ids[live], snap.vectors[live], rows, threshold, crops,
+    groups = group_duplicates(snap.ids[live], snap.vectors[live], rows, threshold, crops, cache=cache,
                               log=(lambda m: log(f"{m}; {time.perf_counter() - t0:.1f} s with the catalog read")) if log else None)
     return groups
 
 
 def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: float = NEAR_DEFAULT, crops: bool = True,
-                     log=None) -> list[Group]:
+                     log=None, cache: dict | None = None) -> list[Group]:
     """The grouping itself. ids (n,) catalog ids, vecs (n, D) their unit vectors; rows: id ->
-    (id, path, width, height, size, taken, sharpness, digest, phash, thumb)."""
+    (id, path, width, height, size, taken, sharpness, digest, phash, thumb). `cache`: reused
+    neighbour pairs and crop scores for the same ids and vectors (any threshold)."""
     t0 = time.perf_counter()
+    cache = {} if cache is None else cache
     u = _Union()
     # exact copies
     by_digest: dict[str, list[int]] = {}
@@ -197,7 +204,10 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
         for other in group[1:]:
             u.join(group[0], other, "exact", 1.0)
     # near duplicates and crop candidates from the nearest neighbours
-    pairs, cos = knn_pairs(vecs, K, min(threshold, CROP_FLOOR) if crops else threshold)
+    floor = min(threshold, CROP_FLOOR)  # the same floor with or without crops: one cached neighbour set
+    if ("pairs", floor) not in cache:
+        cache[("pairs", floor)] = knn_pairs(vecs, K, floor)
+    pairs, cos = cache[("pairs", floor)]
     t_knn = time.perf_counter() - t0
     candidates = []  # (big, small, scale, cosine): scored together below
     for (a, b), c in zip(pairs.tolist(), cos.tolist()):
@@ -214,12 +224,14 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
             scale = crop_scale(rows[big], rows[small])
             if scale is not None:
                 candidates.append((big, small, scale, c))
-    if candidates:
-        scores = crop_scores([rows[b][9] for b, _, _, _ in candidates], [rows[s][9] for _, s, _, _ in candidates],
-                             [sc for _, _, sc, _ in candidates])
-        for (big, small, _, c), score in zip(candidates, scores.tolist()):
-            if score >= CROP_NCC:
-                u.join(big, small, "crop", c)
+    known = cache.setdefault("crop scores", {})  # (big, small) -> score
+    todo = [(b, sm, sc) for b, sm, sc, _ in candidates if (b, sm) not in known]
+    if todo:
+        scores = crop_scores([rows[b][9] for b, _, _ in todo], [rows[sm][9] for _, sm, _ in todo], [sc for _, _, sc in todo])
+        known.update(zip(((b, sm) for b, sm, _ in todo), scores.tolist()))
+    for big, small, _, c in candidates:
+        if known[(big, small)] >= CROP_NCC:
+            u.join(big, small, "crop", c)
     checked = len(candidates)
     # rotated or mirrored copies: the dihedral hash, through 16-bit chunks
     buckets: dict[tuple[int, int], list[int]] = {}

@@ -30,6 +30,8 @@ class _Runner(QObject):
         self.svc = svc
         self.n = 0
         self.threads: list[threading.Thread] = []
+        self.cache: dict = {}  # neighbours and crop scores of the library version: a slider move only regroups
+        self.lock = threading.Lock()  # one grouping at a time over the shared cache
 
     def run(self, threshold: float, crops: bool) -> int:
         self.n += 1
@@ -37,7 +39,8 @@ class _Runner(QObject):
 
         def work():
             try:
-                groups = find_duplicates(self.svc, threshold, crops)
+                with self.lock:
+                    groups = find_duplicates(self.svc, threshold, crops, cache=self.cache)
             except Exception as e:  # noqa: BLE001 - shown in the dialog
                 groups = f"could not group: {e}"
             self.done.emit(n, groups)

@@ -121,3 +121,37 @@ def test_the_one_to_keep_says_which_rule_put_it_first():
     assert kept_because(big, Member(4, "/p/d.jpg", 4000, 3000, 3_000_000, 1.5e9, 4.0)) == "same pixels and file size, sharpest"
     assert kept_because(big, Member(5, "/p/e.jpg", 4000, 3000, 3_000_000, 1.7e9, 5.0)).startswith("oldest (")
     assert Member(6, "/p/f.jpg", 1, 1, 1, 0, 0, relation="crop").reason == "a crop of the first photo"
+
+
+def test_moving_the_threshold_reuses_the_neighbours_and_crop_scores(monkeypatch):
+    """The duplicates slider: with a cache, a second threshold finds no neighbours and scores no
+    crops again, and gives the same groups as a fresh run at that threshold."""
+    import app.core.duplicates as dup
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, 64)).astype(np.float32)
+    x[200:260] = x[:60] + 0.02 * rng.normal(size=(60, 64))  # near copies
+    x[300:330] = x[100:130] + 0.25 * rng.normal(size=(30, 64))  # looser: crop candidates
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    ids = np.arange(1, 401)
+    thumbs = rng.integers(0, 256, (400, 36, 48), dtype=np.uint8)
+    rows = {}
+    for k, i in enumerate(ids.tolist()):
+        w, h = (3000, 2250) if 300 <= k < 330 else (4000, 3000)
+        src = k - 200 if 200 <= k < 260 else k
+        rows[i] = (i, f"/p/{i}.jpg", w, h, 1000 + k, 0.0, 1.0, f"{k:040x}", (src + 1) << 8, bytes([36, 48]) + thumbs[k].tobytes())
+    calls = {"knn": 0, "crop": 0}
+    real_knn, real_crop = dup.knn_pairs, dup.crop_scores
+    monkeypatch.setattr(dup, "knn_pairs", lambda *a, **k: (calls.__setitem__("knn", calls["knn"] + 1), real_knn(*a, **k))[1])
+    monkeypatch.setattr(dup, "crop_scores", lambda *a, **k: (calls.__setitem__("crop", calls["crop"] + 1), real_crop(*a, **k))[1])
+    cache = {}
+
+    def key(groups):
+        return sorted(sorted(m.image_id for m in g.members) for g in groups)
+
+    first = dup.group_duplicates(ids, x, rows, 0.99, cache=cache)
+    assert calls == {"knn": 1, "crop": 1}
+    again = dup.group_duplicates(ids, x, rows, 0.90, cache=cache)
+    assert calls == {"knn": 1, "crop": 1}  # nothing recomputed
+    assert key(again) == key(dup.group_duplicates(ids, x, rows, 0.90))  # same answer as without a cache
+    assert len(again) >= len(first) >= 1
