@@ -6,6 +6,7 @@
     python benchmarks/policies.py --exp box        # box modes: map, crop, hybrid
     python benchmarks/policies.py --exp final      # the shipped policies against the old defaults
     python benchmarks/policies.py --exp regional   # regional database descriptors (a photo's best region)
+    python benchmarks/policies.py --exp mean       # where HeW's centring mean comes from
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
 revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.
@@ -59,6 +60,7 @@ class Config:
     min_cluster: int = 0  # with her='policy': override of policy.HER_MIN_NEIGHBOURS (0: the policy's)
     regions: int = 0  # > 0: database photos also described by regions of levels 2..regions (box queries)
     regions_full: bool = False  # the regions for full-photo queries too
+    mu_from: str = "library"  # centring mean from: library | sample (48 at random) | burst (48 in a row) | uk | pa
 
 
 OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
@@ -90,13 +92,25 @@ class Data:
         self.loo = loo
         self._mu_cache = {}
 
-    def describe(self, rows: np.ndarray) -> dict:
-        """Raw descriptors of the database rows and of every query, with mu from those rows
-        (the library's own mean, as the app computes it)."""
-        key = tuple(rows.tolist())
+    def mu_rows(self, rows: np.ndarray, mu_from: str) -> np.ndarray:
+        """The photos whose local features give the centring mean: the whole library, a random
+        sample of 48 (the app), 48 in a row in file order (one burst: the first release), or the
+        other collection only (a library whose first folder was a different kind of photo)."""
+        if mu_from == "library":
+            return rows
+        if mu_from == "sample":
+            return np.sort(np.random.default_rng(1).choice(rows, min(48, len(rows)), replace=False))
+        if mu_from == "burst":
+            return np.sort(rows)[:48]
+        n_uk = len(self.uk_images)
+        return np.arange(n_uk) if mu_from == "uk" else np.arange(n_uk, len(self.images))
+
+    def describe(self, rows: np.ndarray, mu_from: str = "library") -> dict:
+        """Raw descriptors of the database rows and of every query, with mu from `mu_rows`."""
+        key = (mu_from, tuple(rows.tolist()))
         if key in self._mu_cache:
             return self._mu_cache[key]
-        mu = mean_local_feature([self.maps[i].features for i in rows])
+        mu = mean_local_feature([self.maps[i].features for i in self.mu_rows(rows, mu_from)])
         db = {int(i): describe_map(self.maps[i], mu).raw for i in rows}
         out = {"db": db, "uk_box_map": {}, "uk_box_crop": {}, "rev_map": [], "rev_crop": []}
         for i in rows:
@@ -189,7 +203,7 @@ def rank(cfg: Config, qs: np.ndarray, db: np.ndarray, own: list) -> list[np.ndar
 
 def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
     """mAP (%) of every column that this library has ground truth for."""
-    d = data.describe(rows)
+    d = data.describe(rows, cfg.mu_from)
     rows = np.asarray(sorted(rows))
     pos = {int(r): k for k, r in enumerate(rows)}
     db_raw = np.stack([d["db"][int(r)] for r in rows])
@@ -303,7 +317,7 @@ def table(title: str, rows: dict[str, dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--exp", default="final", choices=["size", "whiten", "refine", "box", "final", "regional"])
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "refine", "box", "final", "regional", "mean"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
@@ -355,6 +369,12 @@ def main():
                 rows = {name: columns(data, subsets(data, kind, n, 0), cfg) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows
                 print(table(f"regional database descriptors, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "mean":
+            variants = {f"mu from {m}": replace(shipped, mu_from=m) for m in ("library", "sample", "burst", "uk", "pa")}
+            for kind, n in (("pa", 250), ("uk", 600), ("union", 850)):
+                rows = {name: columns(data, subsets(data, kind, n, 0), cfg) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"centring mean source, library {kind}, n = {n}", rows), flush=True)
         elif a.exp == "box":
             rows = {}
             for mode in ("map", "crop", "hybrid"):
