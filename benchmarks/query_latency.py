@@ -3,6 +3,10 @@ shortlist (exact or HNSW) + alpha-QE + HeR at D = 512, p50 and p95; recall of th
 against exact search at k = 200 (the app's HeR shortlist) and k = 800 (the paper's); memory.
 
     python benchmarks/query_latency.py --n 10000 100000 1000000
+    python benchmarks/query_latency.py --n 1000000 --sweep 1600 3200 4800 --graph-file /tmp/g --build-threads 2
+
+The second form tunes the search beam: it measures the graph alone at fixed beams, and keeps the
+graph in /tmp/g.<n> so that the next run loads it instead of building it again (an hour at 1M).
 
 Synthetic data: unit vectors from a mixture of n / 50 Gaussian clusters (retrieval descriptors are
 clustered, not uniform: ~50 views per "place"), queries are perturbed database vectors. Same path
@@ -46,12 +50,64 @@ def synth(n, d, rng):
     return out
 
 
+def build_graph(store, n, a):
+    """The app's graph (store.build_graph), optionally on more threads or loaded from a file."""
+    from app.core.index.vectors import HnswGraph
+
+    path = a.graph_file and a.graph_file.with_name(f"{a.graph_file.name}.{n}")
+    if path and path.exists():
+        import hnswlib
+
+        index = hnswlib.Index(space="ip", dim=store.dim)
+        index.load_index(str(path), max_elements=max(1024, int(n * 1.25)))
+        store.graph = HnswGraph(store.dim, index=index)
+        return
+    if a.build_threads == 1:
+        store.build_graph()
+    else:
+        vecs, _ = store.view()
+        g = HnswGraph(store.dim, capacity=max(1024, int(n * 1.25)))
+        g.index.set_num_threads(a.build_threads)
+        g.index.add_items(vecs, np.arange(n))
+        g.index.set_num_threads(1)
+        store.graph = g
+    if path:
+        store.graph.index.save_index(str(path))
+
+
+def sweep(index, data, queries, beams):
+    """Recall of the graph alone against exact search at k = 200 and 800 for fixed beams."""
+    exact = {}
+    sims = data @ queries.T  # (n, q)
+    for k in (200, 800):
+        exact[k] = [set(np.argpartition(-sims[:, j], k)[:k].tolist()) for j in range(len(queries))]
+    for ef in beams:
+        index.set_ef(ef)
+        row = []
+        for k in (200, 800):
+            if k > ef:
+                continue
+            t, r = [], []
+            for j, q in enumerate(queries):
+                t0 = time.perf_counter()
+                labels, _ = index.knn_query(q.reshape(1, -1), k=k)
+                t.append(time.perf_counter() - t0)
+                r.append(len(exact[k][j] & set(labels[0].tolist())) / k)
+            row.append(f"top-{k}: recall {np.mean(r):.3f} (min {np.min(r):.3f}), p50 {np.percentile(t, 50) * 1000:.1f} ms, "
+                       f"p95 {np.percentile(t, 95) * 1000:.1f} ms")
+        print(f"  ef = {ef}: " + "; ".join(row), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--d", type=int, default=512)
     ap.add_argument("--k", type=int, default=200, help="HeR shortlist (the app's)")
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--sweep", type=int, nargs="*", default=[],
+                    help="also measure these fixed HNSW beams (ef): recall@200/@800 and graph latency")
+    ap.add_argument("--graph-file", type=Path, help="keep the built graph here and reuse it (tuning runs)")
+    ap.add_argument("--build-threads", type=int, default=1, help="threads for the graph build (the app uses 1)")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     for n in a.n:
@@ -63,7 +119,7 @@ def main():
             store.append(np.arange(s, min(n, s + 50_000)), data[s: s + 50_000])
         backend = choose_backend(n, a.d)
         if backend == "hnsw":
-            store.build_graph()
+            build_graph(store, n, a)
         build = time.time() - t
         mem = (rss_mb() - base) * 2**20 / n
         vecs, ids = store.view()
@@ -81,14 +137,17 @@ def main():
             her_rerank(qe, v, order, a.k)
             lat.append(time.perf_counter() - t0)
             lat_short.append(t1 - t0)
-        recall = {}
+        recall, sims = {}, data @ queries.T  # (n, queries)
         for k in (a.k, 800):
             r = []
-            for q in queries[:20]:
+            for j, q in enumerate(queries):
                 slots, _ = snap.search(q, k)
-                exact = np.argpartition(-(data @ q), k)[:k]
+                exact = np.argpartition(-sims[:, j], k)[:k]
                 r.append(len(set(slots.tolist()) & set(exact.tolist())) / k)
             recall[k] = float(np.mean(r))
+        del sims
+        if a.sweep and store.graph is not None:
+            sweep(store.graph.index, data, queries, a.sweep)
         lat, lat_short = np.array(lat) * 1000, np.array(lat_short) * 1000
         print(f"n = {n:,} D = {a.d}: {backend} search (built in {build:.0f} s); shortlist top-{a.k} p50 "
               f"{np.percentile(lat_short, 50):.1f} ms; shortlist + alpha-QE + HeR k={a.k}: p50 {np.percentile(lat, 50):.1f} ms, "

@@ -285,6 +285,29 @@ def test_hnsw_recall_at_800_reaches_095(monkeypatch):
     assert np.mean(recalls) >= 0.95
 
 
+def test_the_search_beam_widens_with_the_library_to_the_measured_needs():
+    """(11) At a million photos the beam of 2k found 0.86 of the exact top 800; the sweep of
+    benchmarks/query_latency.py (M = 32, ef_construction = 200, synthetic 512-d) measured the beam
+    each size needs for recall >= 0.95. The snapshot asks the graph for k + 64."""
+    beam = vectors_mod.beam
+    needs = {  # (photos, k asked of the graph): a beam measured to reach 0.95 (at 1M: interpolated
+        # between the sweep's beams, 3,200 -> 0.936 and 4,800 -> 0.968 at 800; 800 -> 0.913 and
+        # 1,600 -> 0.960 at 200)
+        (100_000, 864): 1_728, (100_000, 264): 528,
+        (1_000_000, 864): 4_000, (1_000_000, 264): 1_450,
+    }
+    for (n, k), ef in needs.items():
+        assert beam(k, n) >= ef, (n, k)
+    # not wider than needed where latency counts (p50 <= 25 ms at 100k: ~10 us per unit of beam)
+    assert beam(264, 100_000) <= 800 and beam(864, 100_000) <= 2_000
+    # never narrower than k, wider as the library grows, and a small k gets a useful beam
+    sizes = [1_000, 50_000, 100_000, 300_000, 1_000_000, 10_000_000]
+    for k in (1, 64, 264, 864, 5_000):
+        widths = [beam(k, n) for n in sizes]
+        assert widths == sorted(widths) and widths[0] >= k
+    assert beam(64, 1_000_000) == beam(320, 1_000_000)
+
+
 def test_the_model_is_warmed_in_the_background_after_a_start(tmp_path, many, monkeypatch):
     """A restart loads the model off the caller's thread, so the first search does not wait for it;
     an empty library loads nothing; quitting does not wait behind a load."""

@@ -17,6 +17,7 @@ rebuilds (or catches up) from the catalog. hnswlib never sees an unchecked file.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import zlib
@@ -30,12 +31,17 @@ FORMAT = 1
 # QE and HeR); above this many multiply-adds per query the library switches to HNSW, so that a
 # search stays well under 25 ms (benchmarks/query_latency.py): 50k photos at D = 512, 20k at 1280.
 EXACT_MAX_WORK = 26_000_000
-# HNSW parameters measured to reach recall@800 >= 0.95 against exact search
-# (benchmarks/query_latency.py): a denser graph than hnswlib's default M = 16, and a search
-# beam of 2k.
+# HNSW: a denser graph than hnswlib's default M = 16, and a search beam (ef) that widens with the
+# library, measured to reach recall >= 0.95 at k = 200 and 800 against exact search
+# (benchmarks/query_latency.py --sweep): at 100k photos a beam of 2k gives 0.98; at 1M the same
+# beam gives 0.86 at 800 and the beam must be ~5k (k = 800) and ~1,600 (k = 200). A k below 320
+# gets the beam of k = 320: a beam of a few dozen misses neighbours of even the best few.
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
-HNSW_EF_FACTOR = 2.0
+HNSW_EF_FACTOR = 2.0  # beam / k up to HNSW_WIDEN_FROM photos
+HNSW_EF_PER_DECADE = 3.0  # added to the factor per tenfold growth above it
+HNSW_WIDEN_FROM = 100_000
+HNSW_MIN_K = 320
 
 
 class RWLock:
@@ -125,7 +131,7 @@ class HnswGraph:
         with self.lock.read():
             if k <= 0:
                 return np.zeros(0, np.int64)
-            self.index.set_ef(max(k, int(HNSW_EF_FACTOR * k)))
+            self.index.set_ef(beam(k, int(self.index.element_count)))
             while True:
                 try:
                     labels, _ = self.index.knn_query(q.reshape(1, -1).astype(np.float32), k=k)
@@ -134,6 +140,13 @@ class HnswGraph:
                     if k <= 1:
                         return np.zeros(0, np.int64)
                     k //= 2
+
+
+def beam(k: int, n: int) -> int:
+    """HNSW search beam (ef) for the top k of a graph over n elements: 2 max(k, 320) up to
+    100,000 elements, 3 more per tenfold growth above (5 max(k, 320) at a million)."""
+    factor = HNSW_EF_FACTOR + HNSW_EF_PER_DECADE * max(0.0, math.log10(max(n, 1) / HNSW_WIDEN_FROM))
+    return max(int(k), int(factor * max(int(k), HNSW_MIN_K)))
 
 
 def choose_backend(n: int, dim: int) -> str:
