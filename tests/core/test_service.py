@@ -308,6 +308,37 @@ def test_the_search_beam_widens_with_the_library_to_the_measured_needs():
     assert beam(64, 1_000_000) == beam(320, 1_000_000)
 
 
+def test_concurrent_searches_each_run_with_their_own_beam():
+    """hnswlib's ef is global to the index: a search for a small k started beside one for a large k
+    must not narrow the other's beam between its set_ef and its query."""
+    import threading
+    import time
+
+    class Index:  # records the beam each query ran with
+        element_count = 1_000_000
+        ef = 0
+
+        def set_num_threads(self, n):
+            pass
+
+        def set_ef(self, ef):
+            self.ef = ef
+            time.sleep(0.05)  # widen the window between set_ef and the query
+
+        def knn_query(self, q, k):
+            ran.append((k, self.ef))
+            return np.arange(k)[None], None
+
+    ran = []
+    graph = vectors_mod.HnswGraph(8, index=Index())
+    threads = [threading.Thread(target=graph.search, args=(np.ones(8, np.float32), k)) for k in (864, 64, 864, 264)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(ran) == sorted((k, vectors_mod.beam(k, 1_000_000)) for k in (864, 64, 864, 264))
+
+
 def test_the_model_is_warmed_in_the_background_after_a_start(tmp_path, many, monkeypatch):
     """A restart loads the model off the caller's thread, so the first search does not wait for it;
     an empty library loads nothing; quitting does not wait behind a load."""

@@ -105,6 +105,7 @@ class HnswGraph:
             index.init_index(max_elements=max(int(capacity), 1024), ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
         self.index = index
         self.index.set_num_threads(1)  # the writer adds in small batches; searches run one query
+        self._beam = threading.Lock()  # ef is one setting of the whole index: one search at a time
 
     def add(self, slots: np.ndarray, vectors: np.ndarray, cancelled=None, chunk: int = 2000) -> None:
         with self.lock.write():
@@ -128,7 +129,7 @@ class HnswGraph:
 
     def search(self, q: np.ndarray, k: int) -> np.ndarray:
         """Up to k slots, best first. k must not exceed the live elements (the caller knows them)."""
-        with self.lock.read():
+        with self.lock.read(), self._beam:
             if k <= 0:
                 return np.zeros(0, np.int64)
             self.index.set_ef(beam(k, int(self.index.element_count)))
