@@ -6,7 +6,8 @@ against exact search at k = 200 (the app's HeR shortlist) and k = 800 (the paper
     python benchmarks/query_latency.py --n 1000000 --sweep 1600 3200 4800 --graph-file /tmp/g --build-threads 2
 
 The second form tunes the search beam: it measures the graph alone at fixed beams, and keeps the
-graph in /tmp/g.<n> so that the next run loads it instead of building it again (an hour at 1M).
+graph in /tmp/g.<n>x<d> so that the next run loads it (checked against the data) instead of
+building it again (an hour at 1M).
 
 Synthetic data: unit vectors from a mixture of n / 50 Gaussian clusters (retrieval descriptors are
 clustered, not uniform: ~50 views per "place"), queries are perturbed database vectors. Same path
@@ -54,14 +55,18 @@ def build_graph(store, n, a):
     """The app's graph (store.build_graph), optionally on more threads or loaded from a file."""
     from app.core.index.vectors import HnswGraph
 
-    path = a.graph_file and a.graph_file.with_name(f"{a.graph_file.name}.{n}")
+    path = a.graph_file and a.graph_file.with_name(f"{a.graph_file.name}.{n}x{store.dim}")
     if path and path.exists():
         import hnswlib
 
         index = hnswlib.Index(space="ip", dim=store.dim)
         index.load_index(str(path), max_elements=max(1024, int(n * 1.25)))
+        vecs, _ = store.view()
+        rows = np.random.default_rng(1).choice(n, 16, replace=False)
+        if index.element_count != n or not np.allclose(np.asarray(index.get_items(rows)), vecs[rows], atol=1e-6):
+            sys.exit(f"{path} holds a graph of other vectors: delete it")
         store.graph = HnswGraph(store.dim, index=index)
-        return
+        return "loaded"
     if a.build_threads == 1:
         store.build_graph()
     else:
@@ -73,6 +78,7 @@ def build_graph(store, n, a):
         store.graph = g
     if path:
         store.graph.index.save_index(str(path))
+    return "built"
 
 
 def sweep(index, data, queries, beams):
@@ -109,8 +115,8 @@ def main():
     ap.add_argument("--graph-file", type=Path, help="keep the built graph here and reuse it (tuning runs)")
     ap.add_argument("--build-threads", type=int, default=1, help="threads for the graph build (the app uses 1)")
     a = ap.parse_args()
-    rng = np.random.default_rng(0)
     for n in a.n:
+        rng = np.random.default_rng(0)  # each size the same data, alone or in a list
         data = synth(n, a.d, rng)
         base = rss_mb()
         t = time.time()
@@ -118,8 +124,9 @@ def main():
         for s in range(0, n, 50_000):
             store.append(np.arange(s, min(n, s + 50_000)), data[s: s + 50_000])
         backend = choose_backend(n, a.d)
+        how = "built"
         if backend == "hnsw":
-            build_graph(store, n, a)
+            how = build_graph(store, n, a)
         build = time.time() - t
         mem = (rss_mb() - base) * 2**20 / n
         vecs, ids = store.view()
@@ -149,7 +156,7 @@ def main():
         if a.sweep and store.graph is not None:
             sweep(store.graph.index, data, queries, a.sweep)
         lat, lat_short = np.array(lat) * 1000, np.array(lat_short) * 1000
-        print(f"n = {n:,} D = {a.d}: {backend} search (built in {build:.0f} s); shortlist top-{a.k} p50 "
+        print(f"n = {n:,} D = {a.d}: {backend} search ({how} in {build:.0f} s); shortlist top-{a.k} p50 "
               f"{np.percentile(lat_short, 50):.1f} ms; shortlist + alpha-QE + HeR k={a.k}: p50 {np.percentile(lat, 50):.1f} ms, "
               f"p95 {np.percentile(lat, 95):.1f} ms; recall vs exact @{a.k} {recall[a.k]:.3f}, @800 {recall[800]:.3f}; "
               f"memory {mem:.0f} bytes/photo", flush=True)

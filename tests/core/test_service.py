@@ -267,8 +267,10 @@ def test_hnsw_recall_at_800_reaches_095(monkeypatch):
     """(11) The graph's parameters reach recall@800 >= 0.95 against exact search (small scale;
     benchmarks/query_latency.py measures 10k to 1M)."""
     from app.core.aggregate.descriptor import l2n
+    from app.core.library import snapshot as snapshot_mod
     from app.core.library.snapshot import Snapshot
 
+    monkeypatch.setattr(snapshot_mod, "EXACT_MAX_WORK", 0)  # the graph, not exact search
     rng = np.random.default_rng(0)
     centres = l2n(rng.normal(size=(60, 64)))
     data = l2n(centres[rng.integers(0, 60, 6000)] + 0.07 * rng.normal(size=(6000, 64))).astype(np.float32)
@@ -300,12 +302,14 @@ def test_the_search_beam_widens_with_the_library_to_the_measured_needs():
         assert beam(k, n) >= ef, (n, k)
     # not wider than needed where latency counts (p50 <= 25 ms at 100k: ~10 us per unit of beam)
     assert beam(264, 100_000) <= 800 and beam(864, 100_000) <= 2_000
-    # never narrower than k, wider as the library grows, and a small k gets a useful beam
+    # never narrower than 2k, wider as the library grows, a small k gets a useful beam, and a k
+    # beyond the measured range (a narrow filter's retries) is not widened by the unmeasured factor
     sizes = [1_000, 50_000, 100_000, 300_000, 1_000_000, 10_000_000]
     for k in (1, 64, 264, 864, 5_000):
         widths = [beam(k, n) for n in sizes]
-        assert widths == sorted(widths) and widths[0] >= k
+        assert widths == sorted(widths) and widths[0] >= 2 * k
     assert beam(64, 1_000_000) == beam(320, 1_000_000)
+    assert beam(20_000, 1_000_000) == 40_000
 
 
 def test_concurrent_searches_each_run_with_their_own_beam():

@@ -29,19 +29,22 @@ import numpy as np
 FORMAT = 1
 # Exact search costs ~0.2-0.4 ns per multiply-add here (100k x 512: 11-22 ms on 2 cores, before
 # QE and HeR); above this many multiply-adds per query the library switches to HNSW, so that a
-# search stays well under 25 ms (benchmarks/query_latency.py): 50k photos at D = 512, 20k at 1280.
+# search stays well under 25 ms up to ~500k photos (benchmarks/query_latency.py): 50k photos at
+# D = 512, 20k at 1280. Beyond, recall wins over the 25 ms: 27 ms p50 at a million photos.
 EXACT_MAX_WORK = 26_000_000
 # HNSW: a denser graph than hnswlib's default M = 16, and a search beam (ef) that widens with the
 # library, measured to reach recall >= 0.95 at k = 200 and 800 against exact search
 # (benchmarks/query_latency.py --sweep): at 100k photos a beam of 2k gives 0.98; at 1M the same
 # beam gives 0.86 at 800 and the beam must be ~5k (k = 800) and ~1,600 (k = 200). A k below 320
-# gets the beam of k = 320: a beam of a few dozen misses neighbours of even the best few.
+# gets the beam of k = 320: a beam of a few dozen misses neighbours of even the best few. The
+# widening was measured up to k = 864 (800 + the snapshot's 64); a larger k (a narrow filter's
+# retries) keeps 2k, or the widened beam of 864 when that is larger.
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
 HNSW_EF_FACTOR = 2.0  # beam / k up to HNSW_WIDEN_FROM photos
 HNSW_EF_PER_DECADE = 3.0  # added to the factor per tenfold growth above it
 HNSW_WIDEN_FROM = 100_000
-HNSW_MIN_K = 320
+HNSW_MIN_K, HNSW_MAX_K = 320, 864  # the range of k the widening is applied to (measured)
 
 
 class RWLock:
@@ -144,10 +147,12 @@ class HnswGraph:
 
 
 def beam(k: int, n: int) -> int:
-    """HNSW search beam (ef) for the top k of a graph over n elements: 2 max(k, 320) up to
-    100,000 elements, 3 more per tenfold growth above (5 max(k, 320) at a million)."""
+    """HNSW search beam (ef) for the top k of a graph over n elements: f k' with k' = k clamped
+    to [320, 864] and f = 2 up to 100,000 elements, 3 more per tenfold growth above (5 at a
+    million); never below 2k."""
     factor = HNSW_EF_FACTOR + HNSW_EF_PER_DECADE * max(0.0, math.log10(max(n, 1) / HNSW_WIDEN_FROM))
-    return max(int(k), int(factor * max(int(k), HNSW_MIN_K)))
+    k = int(k)
+    return max(int(HNSW_EF_FACTOR * k), int(factor * min(max(k, HNSW_MIN_K), HNSW_MAX_K)))
 
 
 def choose_backend(n: int, dim: int) -> str:
