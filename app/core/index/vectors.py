@@ -30,7 +30,7 @@ FORMAT = 1
 # Exact search costs ~0.2-0.4 ns per multiply-add here (100k x 512: 11-22 ms on 2 cores, before
 # QE and HeR); above this many multiply-adds per query the library switches to HNSW, so that a
 # search stays well under 25 ms up to ~500k photos (benchmarks/query_latency.py): 50k photos at
-# D = 512, 20k at 1280. Beyond, recall wins over the 25 ms: 27 ms p50 at a million photos.
+# D = 512, 20k at 1280. Beyond, recall wins over the 25 ms: ~29 ms p50 at a million photos.
 EXACT_MAX_WORK = 26_000_000
 # HNSW: a denser graph than hnswlib's default M = 16, and a search beam (ef) that widens with the
 # library, measured to reach recall >= 0.95 at k = 200 and 800 against exact search
