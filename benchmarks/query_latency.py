@@ -104,6 +104,22 @@ def sweep(index, data, queries, beams):
         print(f"  ef = {ef}: " + "; ".join(row), flush=True)
 
 
+def filtered(snap, queries, frac, k):
+    """A folder filter: the first `frac` of the slots allowed; p50 and recall of the top k among them."""
+    allowed = np.zeros(snap.n_alive, bool)
+    allowed[: int(frac * len(allowed))] = True
+    rows = np.nonzero(allowed)[0]
+    t, r = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        got, _ = snap.search(q, k, allowed)
+        t.append(time.perf_counter() - t0)
+        sims = snap.vectors[rows] @ q
+        r.append(len(set(got.tolist()) & set(rows[np.argpartition(-sims, k)[:k]].tolist())) / k)
+    print(f"  {frac:.0%} of the library allowed: top-{k} p50 {np.percentile(t, 50) * 1000:.1f} ms, "
+          f"p95 {np.percentile(t, 95) * 1000:.1f} ms, recall {np.mean(r):.3f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, nargs="+", default=[10_000, 100_000])
@@ -114,6 +130,8 @@ def main():
                     help="also measure these fixed HNSW beams (ef): recall@200/@800 and graph latency")
     ap.add_argument("--graph-file", type=Path, help="keep the built graph here and reuse it (tuning runs)")
     ap.add_argument("--build-threads", type=int, default=1, help="threads for the graph build (the app uses 1)")
+    ap.add_argument("--filtered", type=float, nargs="*", default=[],
+                    help="also time searches allowed only this fraction of the library (a folder filter)")
     a = ap.parse_args()
     for n in a.n:
         rng = np.random.default_rng(0)  # each size the same data, alone or in a list
@@ -153,6 +171,8 @@ def main():
                 r.append(len(set(slots.tolist()) & set(exact.tolist())) / k)
             recall[k] = float(np.mean(r))
         del sims
+        for frac in a.filtered:
+            filtered(snap, queries, frac, a.k)
         if a.sweep and store.graph is not None:
             sweep(store.graph.index, data, queries, a.sweep)
         lat, lat_short = np.array(lat) * 1000, np.array(lat_short) * 1000
