@@ -244,6 +244,18 @@ class LibraryService:
             old[1].engine.close()
         return ex
 
+    def _drop_extractor(self, timeout: float = -1) -> None:
+        """Close and forget the cached extractor; nothing when its lock is not had within `timeout`
+        seconds (-1: wait)."""
+        if not self._extractor_lock.acquire(timeout=timeout):
+            return
+        try:
+            old, self._extractor = self._extractor, None
+        finally:
+            self._extractor_lock.release()
+        if old is not None:
+            old[1].engine.close()
+
     def warm_model(self) -> threading.Thread | None:
         """Load the model in the background (a daemon thread), so that the first search after a
         start does not wait seconds for it. Nothing when the library has no photos yet; a failure
@@ -257,10 +269,7 @@ class LibraryService:
             except Exception:  # noqa: BLE001 - the first search reports it, in words
                 return
             if self._closed:  # close() did not wait for this load: free what it made
-                with self._extractor_lock:
-                    if self._extractor is not None:
-                        self._extractor[1].engine.close()
-                        self._extractor = None
+                self._drop_extractor()
 
         t = threading.Thread(target=load, name="heatsearch-warm-model", daemon=True)
         t.start()
@@ -328,10 +337,7 @@ class LibraryService:
             self.settings = new
             self.writer.settings = new
             if new.needs_new_space(old) or (new.engine, new.device) != (old.engine, old.device):
-                with self._extractor_lock:
-                    old_ex, self._extractor = self._extractor, None
-                if old_ex is not None:
-                    old_ex[1].engine.close()
+                self._drop_extractor()
             if new.needs_new_space(old):
                 self.writer.activate(lambda: cmd.control.cancelled)
                 self._publish_stats()
@@ -502,13 +508,7 @@ class LibraryService:
             finished = not self._thread.is_alive()
         if finished:
             self.lock.release()
-            if self._extractor_lock.acquire(timeout=0.2):  # not behind a model still loading (warm_model)
-                try:
-                    if self._extractor is not None:
-                        self._extractor[1].engine.close()
-                        self._extractor = None
-                finally:
-                    self._extractor_lock.release()
+            self._drop_extractor(timeout=0.2)  # not behind a model still loading (warm_model)
             self.db.kw["bind"].dispose()
         return finished
 
