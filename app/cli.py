@@ -143,29 +143,30 @@ def _settings(a):
 
 
 def _open(a, write: bool):
-    """The library service. write: wait for the data folder's lock (saying who holds it);
-    otherwise take it when free or open read-only beside the process that holds it."""
-    from .core.config import check_home
+    """The library service. write: wait for the library's writer lock (saying who holds it);
+    otherwise take it when free or open read-only beside the process that holds it. A command
+    that only reads never creates a library (nothing is written where none exists)."""
     from .core.library.service import LibraryService
 
     home, settings = _settings(a)
-    if getattr(a, "paths", None):  # before anything is created: never a file in a photo folder
+    library = getattr(a, "library", None) or None
+    if getattr(a, "paths", None) and not library:  # before anything is created: never a file in a photo folder
         from .core.library.paths import is_within
 
         for p in a.paths:
             if is_within(home, Path(p).expanduser().resolve()):
                 raise InputError(f"the data folder {home} lies inside {p}: HeatSearch never writes into photo folders; "
                                  "pass another --home")
-    check_home(home)
+    create = getattr(a, "command", "") == "index"
     if write:
-        svc = LibraryService(home, settings, wait=float("inf"),
-                             on_wait=lambda who: print(f"heatsearch: waiting for {who} to finish with {home} (Ctrl+C to stop)",
-                                                       file=sys.stderr, flush=True))
+        svc = LibraryService(home, settings, library=library, wait=float("inf"), create=create,
+                             on_wait=lambda who: print(f"heatsearch: waiting for {who} to finish with the library "
+                                                       "(Ctrl+C to stop)", file=sys.stderr, flush=True))
     else:
         try:
-            svc = LibraryService(home, settings)
+            svc = LibraryService(home, settings, library=library, create=False)
         except LibraryBusyError:
-            svc = LibraryService(home, settings, read_only=True)
+            svc = LibraryService(home, settings, library=library, read_only=True, create=False)
             print(f"heatsearch: {svc.lock.describe_holder()} is writing this library; reading it as it is",
                   file=sys.stderr)
     if not getattr(a, "json", False) and getattr(a, "command", "") != "index":  # index prints its own events
@@ -177,6 +178,8 @@ def _open(a, write: bool):
             return svc  # forgetting works without a usable model
         svc.close()
         raise
+    if svc.writer.unusable and getattr(a, "command", "") != "index":
+        print(f"heatsearch: {svc.writer.unusable}; the library's own descriptions are used", file=sys.stderr)
     return svc
 
 
@@ -326,12 +329,17 @@ def cmd_status(a) -> int:
                               "missing": st["missing"], "backbone": sp.get("backbone"), "max_side": sp.get("max_side"),
                               "weights_digest": sp.get("weights_digest"), "precision": sp.get("precision"),
                               "dim": st.get("dim"), "whitened_on": st.get("whitened_on"), "backend": snap.backend,
-                              "read_only": svc.read_only,
+                              "read_only": svc.read_only, "library": svc.where, "searchable": st.get("searchable"),
+                              "searching_with": st.get("serving_space"),
                               "failures": [{"path": p, "reason": r} for p, r in svc.failures()]}))
         else:
-            print(f"data folder: {svc.home}{' (read-only: another process is writing it)' if svc.read_only else ''}")
+            print(f"library:     {svc.where}{' (read-only: another process is writing it)' if svc.read_only else ''}")
             print(f"model:       {sp.get('backbone')} (weights {sp.get('weights_digest')}), {sp.get('max_side')} px, "
                   f"{sp.get('precision')}, D = {st.get('dim')}, {snap.backend} search")
+            old = st.get("serving_space")
+            if old:
+                print(f"             being indexed ({st['indexed']} done); searches use the previous descriptions "
+                      f"({old['backbone']}, {old['max_side']} px) until it is complete")
             print(f"folders:     {len(st['folders'])}")
             for f in st["folders"]:
                 state = "" if f["state"] == "ok" else f" ({f['state']})"
@@ -372,8 +380,10 @@ def cmd_forget(a) -> int:
 def cmd_purge(a) -> int:
     svc = _open(a, write=True)
     try:
-        n = svc.run(svc.purge())
+        n, note = svc.run(svc.purge(force=a.force))
         print(f"removed the descriptors of {n} unused model setting{'s' if n != 1 else ''}")
+        if note:
+            print(f"heatsearch: {note} (purge --force removes them too)", file=sys.stderr)
     finally:
         svc.close()
     return 0
@@ -442,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"HeatSearch {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="data folder (default: $HEATSEARCH_HOME or the platform's data folder)")
+    common.add_argument("--library", metavar="URL",
+                        help="a shared library: postgresql://user:password@host:port/database (default: the data folder's)")
     common.add_argument("--backbone", help=argparse.SUPPRESS)
     common.add_argument("--weights", help="weights file for a model that needs one")
     common.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"], help="where the CNN runs")
@@ -481,6 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     fg.add_argument("--missing", action="store_true", help="only the photos marked missing under PATH")
     fg.set_defaults(func=cmd_forget)
     pg = sub.add_parser("purge", parents=[common], help="delete descriptors of model settings no longer in use")
+    pg.add_argument("--force", action="store_true",
+                    help="also those searches use while a new model is being indexed")
     pg.set_defaults(func=cmd_purge)
     dr = sub.add_parser("doctor", help="what can run here: engines, devices, the engine your model gets")
     dr.add_argument("--home", help="data folder")

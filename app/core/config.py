@@ -46,12 +46,15 @@ def home_dir(override: str | os.PathLike | None = None) -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "heatsearch"
 
 
-def check_home(home: Path) -> Path:
-    """Create the data folder if needed; InputError with a hint when it cannot be used."""
+def check_home(home: Path, create: bool = True) -> Path:
+    """Check the data folder and create it if needed (create=False: only check, write nothing);
+    InputError with a hint when it cannot be used."""
     if home.exists() and not home.is_dir():
         raise InputError(f"the data folder {home} is a file, not a folder; pass another --home")
     if str(home).startswith("/proc/") or str(home) in ("/proc", "/sys", "/dev") or str(home).startswith(("/sys/", "/dev/")):
         raise InputError(f"the data folder {home} is a system folder; pass another --home")
+    if not create:
+        return home
     try:
         home.mkdir(parents=True, exist_ok=True)
         probe = home / f".write-test-{os.getpid()}"

@@ -24,9 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import select
 
-from .catalog.models import Image
 from .library import paths
 from .signature import crop_scores, hamming, orientation
 
@@ -176,12 +174,9 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
     if cache is not None and cache.get("generation") != snap.generation:
         cache.clear()
         cache["generation"] = snap.generation
-    live = np.nonzero(snap.ids >= 0)[0]
-    with svc.db() as s:
-        rows = {r[0]: r for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.size, Image.taken,
-                                                  Image.sharpness, Image.digest, Image.phash, Image.thumb)
-                                           .where(Image.status == "indexed"))}
-    groups = group_duplicates(snap.ids[live], snap.vectors[live], rows, threshold, crops, cache=cache,
+    ids, vecs = snap.all_vectors()
+    rows = svc.catalog.guard(svc.catalog.duplicate_rows)
+    groups = group_duplicates(ids, vecs, rows, threshold, crops, cache=cache,
                               log=(lambda m: log(f"{m}; {time.perf_counter() - t0:.1f} s with the catalog read")) if log else None)
     return groups
 

@@ -7,7 +7,14 @@ class HeatSearchError(Exception):
 
 
 class ImageError(HeatSearchError):
-    """A file could not be read as a photo (corrupt, truncated, not an image, too large, unreadable)."""
+    """A file could not be read as a photo (corrupt, truncated, not an image, too large, unreadable).
+
+    retry: the cause is this machine, not the file (no permission, an I/O error, no decoder for its
+    format here): the file is kept and tried again at every scan."""
+
+    def __init__(self, message: str, retry: bool = False):
+        super().__init__(message)
+        self.retry = retry
 
 
 class WeightsMissingError(HeatSearchError):

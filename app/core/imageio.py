@@ -24,22 +24,23 @@ from .errors import ImageError
 
 # Formats we index. JPEG, PNG, WebP, TIFF, BMP, GIF (first frame) and AVIF come with Pillow;
 # HEIC/HEIF with the pillow-heif plugin; camera RAW with rawpy (both regular dependencies).
+# Every one of them is scanned even when its decoder failed to load on this machine: such a
+# file is "cannot be read here" (kept, tried again at every scan), never "gone".
 EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".avif"}
 HEIF_EXTENSIONS = {".heic", ".heif", ".hif"}
 RAW_EXTENSIONS = {".cr2", ".cr3", ".nef", ".arw", ".dng", ".raf", ".orf", ".rw2"}
+EXTENSIONS |= HEIF_EXTENSIONS | RAW_EXTENSIONS
+UNAVAILABLE: dict[str, str] = {}  # extension -> why its decoder cannot run here
 try:  # well-kept plugin, a regular dependency; guarded so a broken install only loses HEIC
     import pillow_heif  # type: ignore
 
     pillow_heif.register_heif_opener()
-    EXTENSIONS |= HEIF_EXTENSIONS
-except Exception:  # pragma: no cover - depends on the machine
-    pass
+except Exception as _e:  # noqa: BLE001 - depends on the machine
+    UNAVAILABLE.update(dict.fromkeys(HEIF_EXTENSIONS, f"HEIC photos need pillow-heif, which cannot load here ({type(_e).__name__})"))
 try:
     import rawpy  # type: ignore  # noqa: F401
-
-    EXTENSIONS |= RAW_EXTENSIONS
-except Exception:  # pragma: no cover
-    pass
+except Exception as _e:  # noqa: BLE001
+    UNAVAILABLE.update(dict.fromkeys(RAW_EXTENSIONS, f"camera RAW files need rawpy, which cannot load here ({type(_e).__name__})"))
 
 # The size cap, explicit: photos up to 200 megapixels are indexed (cameras stop near 100 MP;
 # panoramas reach 200); larger files are refused from their header, before a pixel is decoded
@@ -150,13 +151,16 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
         try:
             st = os.stat(path)
         except OSError as e:
-            raise ImageError(f"cannot read file: {e.strerror or e}") from e
+            raise ImageError(f"cannot read file: {e.strerror or e}", retry=True) from e
         if not os.path.isfile(path):
             raise ImageError("not a regular file")
         size, name = st.st_size, os.fspath(path)
     if size == 0:
         raise ImageError("empty file (0 bytes)")
-    if os.path.splitext(name)[1].lower() in RAW_EXTENSIONS:
+    ext = os.path.splitext(name)[1].lower()
+    if ext in UNAVAILABLE:
+        raise ImageError(f"cannot be read here: {UNAVAILABLE[ext]}; kept, and read when it can be", retry=True)
+    if ext in RAW_EXTENSIONS:
         try:
             return _open_raw(path, draft_side)
         except ImageError:
@@ -184,7 +188,7 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
     except ImageError:
         raise
     except PermissionError as e:
-        raise ImageError("permission denied") from e
+        raise ImageError("permission denied", retry=True) from e
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise ImageError(f"image too large (decompression bomb guard): {e}") from e
     except Image.UnidentifiedImageError as e:
@@ -216,9 +220,9 @@ def file_digest(path, chunk: int = 1 << 20) -> str:
             for block in iter(lambda: fh.read(chunk), b""):
                 h.update(block)
     except PermissionError as e:
-        raise ImageError("permission denied") from e
+        raise ImageError("permission denied", retry=True) from e
     except OSError as e:
-        raise ImageError(f"cannot read file: {e.strerror or e}") from e
+        raise ImageError(f"cannot read file: {e.strerror or e}", retry=True) from e
     return h.hexdigest()
 
 
@@ -283,7 +287,10 @@ def clip_box(box, size) -> tuple[int, int, int, int]:
 
 def image_size(path) -> tuple[int, int]:
     """(w, h) of the oriented photo from its header (no pixel decode); ImageError when unreadable."""
-    if os.path.splitext(os.fspath(path))[1].lower() in RAW_EXTENSIONS:
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext in UNAVAILABLE:
+        raise ImageError(f"cannot be read here: {UNAVAILABLE[ext]}", retry=True)
+    if ext in RAW_EXTENSIONS:
         return decode(path).orig_size
     try:
         if os.stat(path).st_size == 0:
@@ -299,7 +306,7 @@ def image_size(path) -> tuple[int, int]:
     except FileNotFoundError as e:
         raise ImageError("no such file") from e
     except PermissionError as e:
-        raise ImageError("permission denied") from e
+        raise ImageError("permission denied", retry=True) from e
     except Image.UnidentifiedImageError as e:
         raise ImageError("not an image (or an unsupported format)") from e
     except (OSError, SyntaxError, ValueError, EOFError) as e:

@@ -32,7 +32,7 @@ def index(svc: LibraryService, folders=(), **kw):
 
 def catalog_state(svc: LibraryService):
     """path -> raw descriptor bytes of every indexed image, plus the failed paths."""
-    with svc.db() as s:
+    with svc.catalog._read() as s:
         rows = s.execute(select(ImageRow.path, Descriptor.raw).join(Descriptor, Descriptor.image_id == ImageRow.id)
                          .where(ImageRow.status == "indexed")).all()
         failed = set(s.scalars(select(ImageRow.path).where(ImageRow.status == "failed")))
@@ -40,14 +40,13 @@ def catalog_state(svc: LibraryService):
 
 
 def snapshot_matches_catalog(svc: LibraryService) -> None:
-    """Every live vector of the snapshot is the whitened catalog descriptor of its image, and every
-    indexed image has exactly one live vector."""
+    """Every searchable vector of the snapshot is the whitened catalog descriptor of its image,
+    and every indexed image has exactly one."""
     snap = svc.snapshot()
-    live = snap.ids >= 0
-    ids = snap.ids[live]
-    with svc.db() as s:
+    ids, vecs = snap.all_vectors()
+    with svc.catalog._read() as s:
         want = dict(s.execute(select(Descriptor.image_id, Descriptor.raw).join(ImageRow, ImageRow.id == Descriptor.image_id)
                               .where(Descriptor.space_id == snap.space.id, ImageRow.status == "indexed")).all())
     assert sorted(ids.tolist()) == sorted(want), "live vectors and indexed images differ"
     raws = np.stack([np.frombuffer(want[int(i)], np.float32) for i in ids])
-    np.testing.assert_allclose(snap.vectors[live], snap.whitening.apply(raws), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(vecs, snap.whitening.apply(raws), rtol=1e-5, atol=1e-6)

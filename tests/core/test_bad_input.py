@@ -180,7 +180,7 @@ def test_the_size_cap_admits_200_megapixel_photos(tmp_path):
 
 def test_a_huge_file_that_is_not_a_photo_costs_no_memory(tmp_path):
     """(7) A 1.5 GB video named .jpg is refused from its header, never read whole."""
-    from app.core.pipeline.indexer import _decode
+    from app.core.pipeline.produce import decode_file
     from app.core.pipeline.scan import FileInfo
 
     f = tmp_path / "movie.jpg"
@@ -188,7 +188,7 @@ def test_a_huge_file_that_is_not_a_photo_costs_no_memory(tmp_path):
         fh.write(b"\x00\x00\x00\x18ftypmp42")  # an MP4 header
         fh.truncate(1_500_000_000)  # sparse: nothing is written
     tracemalloc.start()
-    d = _decode(FileInfo(str(f), f.stat().st_size, 0, 1), {}, 640, (0.5,) * 3, (0.5,) * 3)
+    d = decode_file(FileInfo(str(f), f.stat().st_size, 0, 1), 640, (0.5,) * 3, (0.5,) * 3)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert "not an image" in d.error

@@ -81,7 +81,7 @@ def test_touched_file_is_reindexed_and_deleted_file_leaves(lib, photo_dir):
 def test_moved_file_keeps_its_descriptor_without_cnn(lib, photo_dir):
     index(lib, [photo_dir])
     old = (photo_dir / "scene1" / "img0.jpg").resolve()
-    with lib.db() as s:
+    with lib.catalog._read() as s:
         old_id = s.scalar(select(ImageRow.id).where(ImageRow.path == str(old)))
     before, _ = catalog_state(lib)
     new = photo_dir / "moved" / "renamed.jpg"
@@ -94,7 +94,7 @@ def test_moved_file_keeps_its_descriptor_without_cnn(lib, photo_dir):
     prog = index(lib)
     assert prog.total == 1 and prog.reused == 1 and prog.removed == 0
     assert calls == []  # no CNN pass at all
-    with lib.db() as s:
+    with lib.catalog._read() as s:
         assert s.scalar(select(ImageRow.id).where(ImageRow.path == str(new.resolve()))) == old_id
     after, _ = catalog_state(lib)
     assert after[str(new.resolve())] == before[str(old)]
@@ -270,10 +270,12 @@ def test_new_backbone_means_new_space(tmp_path, photo_dir):
     sid = lib.snapshot().space.id
     lib.close()
     lib2 = open_lib(tmp_path / "h", max_side=96)
-    assert lib2.snapshot().space.id != sid and lib2.stats()["indexed"] == 0
+    # the old space answers until the new one is complete; the new one is being indexed
+    assert lib2.snapshot().space.id == sid and lib2.snapshot().pending.id != sid and lib2.stats()["indexed"] == 0
     prog = index(lib2)
     assert prog.total == 12  # re-indexed in the new space, nothing mixed
     assert lib2.stats()["indexed"] == 12
+    assert lib2.snapshot().space.id != sid and lib2.snapshot().pending is None
     snapshot_matches_catalog(lib2)
     lib2.close()
 
@@ -332,8 +334,8 @@ def test_the_centring_mean_comes_from_a_random_sample_across_folders(tmp_path, m
     order = []
     from app.core.pipeline import indexer
 
-    real_decode = indexer._decode
-    monkeypatch.setattr(indexer, "_decode", lambda info, *a: order.append(Path(info.path).parent.name) or real_decode(info, *a))
+    real_decode = indexer.decode_file
+    monkeypatch.setattr(indexer, "decode_file", lambda info, *a: order.append(Path(info.path).parent.name) or real_decode(info, *a))
     index(lib, [tmp_path / "photos"])
     assert sampled == [8]
     assert set(order[:8]) == {"a_burst", "b_other", "c_more"}  # the calibration photos span the folders

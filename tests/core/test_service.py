@@ -131,7 +131,7 @@ def test_a_read_only_library_refuses_changes(tmp_path, many):
 
 def test_an_external_write_transaction_makes_indexing_wait_not_die(tmp_path, many, monkeypatch):
     """(3) Another program holding the catalog's write lock: indexing says so and goes on after."""
-    from app.core.catalog import store
+    from app.core.catalog import sqlite as store
 
     monkeypatch.setattr(store, "BUSY_TIMEOUT_MS", 300)
     svc = open_lib(tmp_path / "h")
@@ -183,7 +183,7 @@ def test_a_corrupted_index_is_never_trusted(tmp_path, many, monkeypatch, where):
     assert svc.snapshot().graph is not None
     want = [h.path for h in Searcher(svc).search(SearchRequest(path=str(many / "p11.png"), top=10)).hits]
     svc.close()
-    target = {"header": ".hnsw", "middle": ".hnsw", "neighbours": ".hnsw", "sidecar": ".json", "vectors": ".vectors.npy"}[where]
+    target = {"header": ".hnsw", "middle": ".hnsw", "neighbours": ".hnsw", "sidecar": ".json", "vectors": ".vectors.f32"}[where]
     f = next(home.glob(f"space-*{target}"))
     data = bytearray(f.read_bytes())
     at = {"header": 0, "middle": len(data) // 2, "neighbours": len(data) - 600, "sidecar": 5, "vectors": len(data) // 2}[where]
@@ -232,9 +232,9 @@ def test_reopening_reads_the_files_and_rewrites_nothing(tmp_path, many, monkeypa
     index(svc, [many])
     svc.close()
     stamps = {p.name: p.stat().st_mtime_ns for p in home.glob("space-*")}
-    from app.core.library import writer
+    from app.core.catalog.catalog import Catalog
 
-    monkeypatch.setattr(writer.LibraryWriter, "raw_descriptors", lambda *a, **k: pytest.fail("read every vector again"))
+    monkeypatch.setattr(Catalog, "raw_descriptors", lambda *a, **k: pytest.fail("read every vector again"))
     svc = open_lib(home)
     assert svc.snapshot().n_alive == 40
     assert Searcher(svc).search(SearchRequest(path=str(many / "p02.png"), top=3)).hits
@@ -244,22 +244,40 @@ def test_reopening_reads_the_files_and_rewrites_nothing(tmp_path, many, monkeypa
 
 
 def test_forget_compacts_and_vacuums(tmp_path, monkeypatch):
-    """(9) Much deleted: the vector store is compacted and the catalog vacuumed."""
+    """(9) Much forgotten: the vector store is compacted (dead slots gone) and the catalog file
+    gives its free pages back (VACUUM). The thresholds (1,000 slots / photos) are lowered so that
+    30 photos cross them; without compaction 30 slots stay, without VACUUM the file keeps its size."""
+    import sqlite3
+
+    from app.core.index import local
     from app.core.library import writer
 
     d = tmp_path / "lib"
     for i in range(30):
-        write_photo(d / ("a" if i < 24 else "b") / f"p{i:02d}.png", i, size=(64, 48))
-    monkeypatch.setattr(writer, "COMPACT_DEAD", 0.25)
+        write_photo(d / ("a" if i < 24 else "b") / f"p{i:02d}.png", i, size=(160, 120))
+    monkeypatch.setattr(local, "COMPACT_MIN", 10)
+    monkeypatch.setattr(writer, "VACUUM_AFTER", 10)
     svc = open_lib(tmp_path / "h")
     index(svc, [d])
     assert len(svc.snapshot().ids) == 30
-    monkeypatch.setattr(writer.LibraryWriter, "vacuum_if_worth_it", lambda self: vacuumed.append(1))
-    vacuumed = []
+    cat = tmp_path / "h" / "catalog.sqlite"
+
+    def pages():
+        con = sqlite3.connect(cat)
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return con.execute("PRAGMA page_count").fetchone()[0], con.execute("PRAGMA freelist_count").fetchone()[0]
+        finally:
+            con.close()
+
+    before, _ = pages()
     n = svc.run(svc.forget(d / "a"))
     assert n == 24
     snap = svc.snapshot()
-    assert snap.n_alive == 6
+    assert snap.n_alive == 6 and len(snap.ids) == 6  # compacted: no dead slot left
+    after, free = pages()
+    assert free == 0 and after < before  # vacuumed
+    snapshot_matches_catalog(svc)
     svc.close()
 
 
@@ -278,10 +296,10 @@ def test_hnsw_recall_at_800_reaches_095(monkeypatch):
     store.append(np.arange(6000), data)
     assert store.build_graph()
     vecs, ids = store.view()
-    snap = Snapshot(1, None, None, None, vecs, ids, store.graph, 6000)
+    snap = Snapshot(generation=1, vectors=vecs, ids=ids, graph=store.graph, n_alive=6000)
     recalls = []
     for q in data[rng.choice(6000, 10, replace=False)]:
-        got, _ = snap.search(q, 800)
+        got, _ = snap.search_slots(q, 800)
         exact = np.argsort(-(data @ q))[:800]
         recalls.append(len(set(got.tolist()) & set(exact.tolist())) / 800)
     assert np.mean(recalls) >= 0.95
@@ -306,11 +324,11 @@ def test_a_filtered_graph_search_asks_the_graph_once_for_enough_photos(monkeypat
             return np.argsort(-(data @ q), kind="stable")[:k]
 
     vecs, ids = data, np.arange(4000)
-    snap = Snapshot(1, None, None, None, vecs, ids, Graph(), 4000)
+    snap = Snapshot(generation=1, vectors=vecs, ids=ids, graph=Graph(), n_alive=4000)
     allowed = np.zeros(4000, bool)
     allowed[rng.choice(4000, 2000, replace=False)] = True
     q = data[7]
-    got, _ = snap.search(q, 200, allowed)
+    got, _ = snap.search_slots(q, 200, allowed)
     rows = np.nonzero(allowed)[0]
     want = rows[np.argsort(-(data[rows] @ q), kind="stable")[:200]]
     assert got.tolist() == want.tolist()
@@ -411,4 +429,4 @@ def test_the_model_is_warmed_in_the_background_after_a_start(tmp_path, many, mon
     assert time.monotonic() - t < 2.0  # not held up by the 4 s load still running
     assert svc2.warm_model() is None  # closed: nothing more is loaded
     late.join(30)
-    assert svc2._extractor is None  # the late engine was freed, not left behind
+    assert svc2._extractors == []  # the late engine was freed, not left behind

@@ -1,11 +1,19 @@
-"""SQLAlchemy 2.0 models of the catalog. Arrays are stored as raw little-endian bytes; paths as
-`library.paths.to_db` text (reversible for names that are not valid UTF-8)."""
+"""SQLAlchemy 2 models of the catalog, portable between SQLite and PostgreSQL.
+
+Arrays are stored as raw little-endian bytes; paths as `library.paths.to_db` text (reversible
+for names that are not valid UTF-8). Every count, size and time is 64-bit (BIGINT in
+PostgreSQL; SQLite's INTEGER is always 64-bit). Ids are never reused (AUTOINCREMENT in SQLite,
+sequences in PostgreSQL): a vector cached under an id always belongs to the same photo.
+"""
 from __future__ import annotations
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+# A primary key that is SQLite's rowid (INTEGER PRIMARY KEY) there and BIGINT elsewhere.
+ID = BigInteger().with_variant(Integer, "sqlite")
 
 
 class Base(DeclarativeBase):
@@ -18,11 +26,22 @@ class Meta(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+class State(Base):
+    """One row (id 1): the library's generation, bumped by every committed transaction that
+    changes which photos are searchable or what their descriptors are, in any space. Vector
+    files and snapshots record the generation they reflect."""
+
+    __tablename__ = "library_state"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 class Folder(Base):
     """A photo folder the user added (scanned recursively). state: ok | offline | missing."""
 
     __tablename__ = "folders"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    __table_args__ = {"sqlite_autoincrement": True}
+    id: Mapped[int] = mapped_column(ID, primary_key=True)
     path: Mapped[str] = mapped_column(String, unique=True)
     added_at: Mapped[float] = mapped_column(Float)
     state: Mapped[str] = mapped_column(String, default="ok")
@@ -33,16 +52,18 @@ class Image(Base):
 
     status: indexed (has a descriptor in some space) | failed (error says why; not retried until
     the file changes) | missing (its folder or subtree vanished at once: kept, out of results,
-    until the user confirms or it comes back).
+    until the user confirms or it comes back) | unreadable (a format whose decoder is not
+    available here: kept with its descriptors, never treated as gone).
     digest: sha1 of the file's bytes (identity for moves and exact duplicates).
     taken: EXIF DateTimeOriginal as a POSIX time, else the file's mtime (date filters)."""
 
     __tablename__ = "images"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    __table_args__ = {"sqlite_autoincrement": True}
+    id: Mapped[int] = mapped_column(ID, primary_key=True)
     path: Mapped[str] = mapped_column(String, unique=True)
     folder_id: Mapped[int] = mapped_column(ForeignKey("folders.id", ondelete="CASCADE"), index=True)
-    size: Mapped[int] = mapped_column(Integer)
-    mtime_ns: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
     width: Mapped[int] = mapped_column(Integer, default=0)
     height: Mapped[int] = mapped_column(Integer, default=0)
     digest: Mapped[str] = mapped_column(String, default="", index=True)
@@ -50,7 +71,7 @@ class Image(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     taken: Mapped[float] = mapped_column(Float, default=0.0)
     sharpness: Mapped[float] = mapped_column(Float, default=0.0)
-    phash: Mapped[int] = mapped_column(Integer, default=0)  # signature.dihedral_phash (0: none)
+    phash: Mapped[int] = mapped_column(BigInteger, default=0)  # signature.dihedral_phash (0: none)
     thumb: Mapped[bytes] = mapped_column(LargeBinary, default=b"")  # signature.thumb
 
 
@@ -60,11 +81,13 @@ class Space(Base):
     mu: (C,) float64 centring mean of HeW (from a random sample across the library).
     white_mean (C,) / white_proj (D, C) float64: the whitening; empty when not whitened.
     white_n: how many images the whitening was fitted on; white_version counts refits.
-    generation: bumped by every committed change to this space's descriptors; the vector files
-    on disk record the generation they reflect."""
+    active: the space the settings ask for (indexing writes it). ready: an indexing run in it
+    has finished, so it answers searches; until then the last ready space keeps answering.
+    ready_at: when it became ready (the newest ready space serves)."""
 
     __tablename__ = "spaces"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    __table_args__ = {"sqlite_autoincrement": True}
+    id: Mapped[int] = mapped_column(ID, primary_key=True)
     key: Mapped[str] = mapped_column(String, unique=True)
     backbone: Mapped[str] = mapped_column(String)
     weights_digest: Mapped[str] = mapped_column(String)
@@ -76,18 +99,20 @@ class Space(Base):
     white_mean: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
     white_proj: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
     white_dim: Mapped[int] = mapped_column(Integer, default=0)
-    white_n: Mapped[int] = mapped_column(Integer, default=0)
+    white_n: Mapped[int] = mapped_column(BigInteger, default=0)
     white_version: Mapped[int] = mapped_column(Integer, default=0)
     active: Mapped[int] = mapped_column(Integer, default=1)
     precision: Mapped[str] = mapped_column(String, default="f32")
-    generation: Mapped[int] = mapped_column(Integer, default=0)
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)  # unused since schema 4 (library_state)
     mu_n: Mapped[int] = mapped_column(Integer, default=0)
+    ready: Mapped[int] = mapped_column(Integer, default=0)
+    ready_at: Mapped[float] = mapped_column(Float, default=0.0)
 
 
 class Descriptor(Base):
     """Per image and space: the raw HeW descriptor (power + L2, before whitening; (C,) float32),
-    the heat-weight grid ((grid_h, grid_w) float16, normalised to max 1) and the generation of
-    the space at which it was written."""
+    the heat-weight grid ((grid_h, grid_w) float16, normalised to max 1) and the library
+    generation at which it was written."""
 
     __tablename__ = "descriptors"
     image_id: Mapped[int] = mapped_column(ForeignKey("images.id", ondelete="CASCADE"), primary_key=True)
@@ -96,7 +121,7 @@ class Descriptor(Base):
     grid: Mapped[bytes] = mapped_column(LargeBinary)
     grid_h: Mapped[int] = mapped_column(Integer)
     grid_w: Mapped[int] = mapped_column(Integer)
-    gen: Mapped[int] = mapped_column(Integer, default=0)
+    gen: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 Index("ix_descriptors_space_gen", Descriptor.space_id, Descriptor.gen)

@@ -9,10 +9,12 @@ Backends, chosen by library size (`choose_backend`):
 - exact: one matrix-vector product over every slot (recall 1.0, no second copy of the vectors);
 - hnsw: hnswlib's graph over the same vectors, for libraries where exact search gets slow.
 
-Persistence (`save`/`load`): `<prefix>.vectors.npy`, `<prefix>.ids.npy`, optional
-`<prefix>.hnsw`, and `<prefix>.json` (written last) with the catalog generation they reflect and a
-CRC-32 of every file. A file whose CRC or generation does not match is never trusted: the caller
-rebuilds (or catches up) from the catalog. hnswlib never sees an unchecked file.
+Persistence (`save`/`load`): `<prefix>.vectors.f32` (rows, append-only: a save writes only the
+slots added since the last one), `<prefix>.ids.npy` (small: rewritten), optional `<prefix>.hnsw`
+(rewritten only when much of it is new: a graph saved for fewer slots is caught up at load), and
+`<prefix>.json` (written last) with the catalog generation they reflect and CRC-32s. A file whose
+CRC does not match is never trusted: the caller rebuilds (or catches up) from the catalog.
+hnswlib never sees an unchecked file.
 """
 from __future__ import annotations
 
@@ -20,13 +22,15 @@ import json
 import math
 import os
 import threading
+import uuid
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2
+GRAPH_RESAVE = 0.05  # rewrite the graph file when this share of the slots is newer than it (or 10,000)
 # Exact search costs ~0.2-0.4 ns per multiply-add here (100k x 512: 11-22 ms on 2 cores, before
 # QE and HeR); above this many multiply-adds per query the library switches to HNSW, so that a
 # search stays well under 25 ms up to ~500k photos (benchmarks/query_latency.py): 50k photos at
@@ -168,6 +172,11 @@ class VectorStore:
         self._ids = np.full(len(self._buf), -1, np.int64)
         self.n = 0
         self.graph: HnswGraph | None = None
+        self._saved_n = 0  # rows already in the vectors file, and their running CRC
+        self._saved_crc = 0
+        self._graph_saved_n = -1  # slots the graph file covers (-1: no graph file)
+        self._graph_crc = 0
+        self.token = uuid.uuid4().hex  # names the files' content: another store's files are rewritten whole
 
     @property
     def alive(self) -> int:
@@ -223,6 +232,7 @@ class VectorStore:
         if cancelled is not None and cancelled():
             return False
         self.graph = g
+        self._graph_saved_n = -1  # a new graph: its file is written whole at the next save
         return True
 
     def compacted(self) -> "VectorStore":
@@ -233,51 +243,80 @@ class VectorStore:
         return out
 
     # ---- persistence ----------------------------------------------------------------------------
-    def save(self, prefix: Path, meta: dict) -> None:
-        """Write the files atomically; `meta` (generation, whitening version...) goes in the sidecar."""
+    def save(self, prefix: Path, meta: dict, force_graph: bool = False) -> None:
+        """Bring the files up to date; `meta` (generation, whitening version...) goes in the
+        sidecar, written last. Rows are appended (a store that is not the one the files were
+        written from is written whole); the graph file is rewritten when much of it is new."""
         prefix = Path(prefix)
-        files = {"vectors": (_file(prefix, ".vectors.npy"), self._buf[: self.n]),
-                 "ids": (_file(prefix, ".ids.npy"), self._ids[: self.n])}
-        crcs = {}
-        for key, (path, arr) in files.items():
-            tmp = path.with_name(path.name + ".tmp")
+        vp, ip, hp, side = (_file(prefix, e) for e in (".vectors.f32", ".ids.npy", ".hnsw", ".json"))
+        old = _read_meta(side)
+        if not (old and old.get("store") == self.token and vp.exists() and vp.stat().st_size >= self._saved_n * 4 * self.dim):
+            self._saved_n, self._saved_crc, self._graph_saved_n = 0, 0, -1
+        rows = np.ascontiguousarray(self._buf[self._saved_n: self.n])
+        if self._saved_n == 0:
+            tmp = vp.with_name(vp.name + ".tmp")
             with open(tmp, "wb") as fh:
-                np.save(fh, np.ascontiguousarray(arr))
-            crcs[key] = _crc(tmp)
-            os.replace(tmp, path)
-        hnsw = _file(prefix, ".hnsw")
+                fh.write(rows.tobytes())
+            os.replace(tmp, vp)
+        else:
+            with open(vp, "r+b") as fh:
+                fh.truncate(self._saved_n * 4 * self.dim)  # a crash may have left rows past the sidecar
+                fh.seek(0, os.SEEK_END)
+                fh.write(rows.tobytes())
+        self._saved_crc = zlib.crc32(rows.tobytes(), self._saved_crc)
+        self._saved_n = self.n
+        tmp = ip.with_name(ip.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(self._ids[: self.n]))
+        crcs = {"vectors": self._saved_crc, "ids": _crc(tmp)}
+        os.replace(tmp, ip)
         if self.graph is not None:
-            tmp = hnsw.with_name(hnsw.name + ".tmp")
-            with self.graph.lock.read():
-                self.graph.index.save_index(str(tmp))
-            crcs["hnsw"] = _crc(tmp)
-            os.replace(tmp, hnsw)
-        elif hnsw.exists():
-            hnsw.unlink()
-        side = _file(prefix, ".json")
+            stale = self.n - max(self._graph_saved_n, 0)
+            if force_graph or self._graph_saved_n < 0 or stale > max(10_000, GRAPH_RESAVE * self.n) or not hp.exists():
+                tmp = hp.with_name(hp.name + ".tmp")
+                with self.graph.lock.read():
+                    self.graph.index.save_index(str(tmp))
+                covered = self.n  # every live slot below n is in the graph (appends add to it)
+                self._graph_crc = _crc(tmp)
+                os.replace(tmp, hp)
+                self._graph_saved_n = covered
+            crcs["hnsw"] = self._graph_crc
+        elif hp.exists():
+            hp.unlink()
+            self._graph_saved_n = -1
+        legacy = _file(prefix, ".vectors.npy")  # format 1 kept the rows in an .npy file
+        if legacy.exists():
+            legacy.unlink()
         tmp = side.with_name(side.name + ".tmp")
-        tmp.write_text(json.dumps({"format": FORMAT, "dim": self.dim, "n": self.n, "crc": crcs, **meta}))
+        tmp.write_text(json.dumps({"format": FORMAT, "dim": self.dim, "n": self.n, "crc": crcs, "store": self.token,
+                                   "graph_n": self._graph_saved_n, **meta}))
         os.replace(tmp, side)
 
     @classmethod
     def load(cls, prefix: Path) -> tuple["VectorStore", dict] | None:
-        """(store, meta) when every file is present and matches its CRC, else None."""
+        """(store, meta) when every file is present and matches its CRC, else None. A graph saved
+        for fewer slots is caught up (new live slots added, dead ones marked)."""
         prefix = Path(prefix)
         try:
-            meta = json.loads(_file(prefix, ".json").read_text())
-            if meta.get("format") != FORMAT:
+            meta = _read_meta(_file(prefix, ".json"))
+            if not meta or meta.get("format") != FORMAT:
                 return None
-            crcs = meta["crc"]
-            vp, ip = _file(prefix, ".vectors.npy"), _file(prefix, ".ids.npy")
-            if _crc(vp) != crcs["vectors"] or _crc(ip) != crcs["ids"]:
+            n, dim, crcs = int(meta["n"]), int(meta["dim"]), meta["crc"]
+            vp, ip = _file(prefix, ".vectors.f32"), _file(prefix, ".ids.npy")
+            if vp.stat().st_size < n * dim * 4 or _crc(ip) != crcs["ids"]:
                 return None
-            vecs, ids = np.load(vp, allow_pickle=False), np.load(ip, allow_pickle=False)
-            if vecs.dtype != np.float32 or ids.dtype != np.int64 or vecs.shape != (meta["n"], meta["dim"]) or ids.shape != (meta["n"],):
+            store = cls(dim, capacity=max(16, n))
+            with open(vp, "rb") as fh:
+                data = fh.read(n * dim * 4)
+            if zlib.crc32(data) != crcs["vectors"]:
                 return None
-            store = cls(meta["dim"], capacity=max(16, meta["n"]))
-            store._buf[: meta["n"]] = vecs
-            store._ids[: meta["n"]] = ids
-            store.n = meta["n"]
+            ids = np.load(ip, allow_pickle=False)
+            if ids.dtype != np.int64 or ids.shape != (n,):
+                return None
+            store._buf[:n] = np.frombuffer(data, np.float32).reshape(n, dim)
+            store._ids[:n] = ids
+            store.n = n
+            store._saved_n, store._saved_crc = n, crcs["vectors"]
             if "hnsw" in crcs:
                 hp = _file(prefix, ".hnsw")
                 if _crc(hp) != crcs["hnsw"]:
@@ -285,11 +324,27 @@ class VectorStore:
                 import hnswlib
 
                 index = hnswlib.Index(space="ip", dim=store.dim)
-                index.load_index(str(hp), max_elements=max(1024, int(store.n * 1.25)))
+                index.load_index(str(hp), max_elements=max(1024, int(n * 1.25)))
                 store.graph = HnswGraph(store.dim, index=index)
+                covered = int(meta.get("graph_n", n))
+                dead = np.nonzero(store._ids[:covered] < 0)[0]
+                if len(dead):
+                    store.graph.kill(dead)
+                new = np.arange(covered, n)[store._ids[covered:n] >= 0]
+                if len(new):
+                    store.graph.add(new, store._buf[new])
+                store._graph_saved_n, store._graph_crc = covered, crcs["hnsw"]
+            store.token = meta.get("store", store.token)
             return store, meta
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             return None
+
+
+def _read_meta(side: Path) -> dict:
+    try:
+        return json.loads(side.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _file(prefix: Path, ext: str) -> Path:
@@ -305,7 +360,7 @@ def _crc(path: Path) -> int:
 
 
 def remove_files(prefix: Path) -> None:
-    for ext in (".vectors.npy", ".ids.npy", ".hnsw", ".json"):
+    for ext in (".vectors.f32", ".vectors.npy", ".ids.npy", ".hnsw", ".json"):
         p = _file(Path(prefix), ext)
         if p.exists():
             p.unlink()

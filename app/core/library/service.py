@@ -30,19 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from sqlalchemy import select
 
-from ..catalog.models import Descriptor, Folder, Image
-from ..catalog.store import open_catalog
+from ..catalog.catalog import Catalog
 from ..config import Settings, check_home, home_dir, models_dir
-from ..errors import Cancelled, HeatSearchError, ReadOnlyError
+from ..errors import Cancelled, CatalogError, HeatSearchError, ReadOnlyError
 from ..features.engine import EngineChoice
 from ..features.extractor import Extractor
 from . import paths
-from .lock import LibraryLock
 from .snapshot import Snapshot, SpaceInfo
 from .writer import LibraryWriter
-
 
 @dataclass
 class Event:
@@ -123,25 +119,41 @@ class Command:
 
 
 class LibraryService:
-    def __init__(self, home=None, settings: Settings | None = None, *, read_only: bool = False,
-                 wait: float = 0.0, on_wait: Callable[[str], None] | None = None, start: bool = True):
-        """Open the library in `home` (default: home_dir()). Unless read_only, take the data folder's
-        write lock, waiting up to `wait` seconds (on_wait is told who holds it); LibraryBusyError
-        when it stays taken. The writer thread then loads the active space in the background:
-        `wait_ready()` blocks until the first snapshot is published."""
-        self.home = check_home(home_dir(home)) if not read_only else home_dir(home)
+    def __init__(self, home=None, settings: Settings | None = None, *, library: str | None = None,
+                 read_only: bool = False, wait: float = 0.0, on_wait: Callable[[str], None] | None = None,
+                 start: bool = True, create: bool = True):
+        """Open a library: `library` is a PostgreSQL URL, or None for the SQLite catalog in the
+        data folder `home` (default: home_dir()), which also keeps the settings, the model caches
+        and (for SQLite) the vector files. Unless read_only, take the library's write lock, waiting
+        up to `wait` seconds (on_wait is told who holds it); LibraryBusyError when it stays taken.
+        create=False: a library that does not exist yet is an error, and nothing is written.
+        The writer thread then loads the spaces in the background: `wait_ready()` blocks until
+        the first snapshot is published."""
+        self.home = check_home(home_dir(home), create=False)
+        self.library = library
+        location = library if library else self.home / "catalog.sqlite"
+        if not library and not create and not (self.home / "catalog.sqlite").exists():
+            raise CatalogError(f"no library in {self.home}: nothing is indexed there yet "
+                               f"(heatsearch index FOLDER{' --home ' + str(self.home) if home else ''})")
+        if not read_only and not library:
+            check_home(self.home)
         self.settings = settings or Settings.load(self.home)
         self.read_only = read_only
-        self.lock = LibraryLock(self.home)
-        if not read_only:
-            self.lock.acquire(wait, on_wait)
+        self.catalog = Catalog.connect(location, read_only)
         try:
-            self.db = open_catalog(self.home / "catalog.sqlite", read_only)
             self._check_home_not_in_folders()
+            self.lock = self.catalog.writer_lock()
+            if not read_only:
+                self.lock.acquire(wait, on_wait)
+            try:
+                self.catalog.prepare()
+            except BaseException:
+                self.lock.release()
+                raise
         except BaseException:
-            self.lock.release()
+            self.catalog.close()
             raise
-        self._snapshot = Snapshot(read_only=read_only)
+        self._snapshot: Snapshot = Snapshot(read_only=read_only)
         self._stats: dict = {"folders": [], "images": 0, "indexed": 0, "failed": 0, "missing": 0}
         self._subscribers: list[Callable[[Event], None]] = []
         self._queue: queue.Queue[Command | None] = queue.Queue()
@@ -151,20 +163,28 @@ class LibraryService:
         self.open_error: str | None = None
         self.interactive = _Counter()
         self._extractor_lock = threading.Lock()
-        self._extractor: tuple[tuple, Extractor] | None = None
-        self.writer = LibraryWriter(self.home, self.db, self.settings, self._set_snapshot, self._log, read_only)
+        self._extractors: list[tuple[tuple, Extractor]] = []  # newest first, at most two
+        self.writer = LibraryWriter(self.home, self.catalog, self.settings, self._set_snapshot, self._log, read_only)
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="heatsearch-writer", daemon=True)
         self.submit("open", self._open)
         if start:
             self._thread.start()
 
+    @property
+    def where(self) -> str:
+        """The library in words: a data folder, or a PostgreSQL URL without its password."""
+        return self.catalog.where if self.library else str(self.home)
+
     def _check_home_not_in_folders(self) -> None:
-        with self.db() as s:
-            for (p,) in s.execute(select(Folder.path)):
-                if paths.is_within(self.home, paths.from_db(p)):
-                    raise HeatSearchError(f"the data folder {self.home} lies inside the photo folder {paths.display(paths.from_db(p))}; "
-                                          "HeatSearch never writes into photo folders: choose another --home")
+        """HeatSearch never writes into a photo folder: a data folder that lies in one of the
+        library's folders is refused before anything (lock, catalog, vectors) is written there."""
+        if self.library or not (self.home / "catalog.sqlite").exists():
+            return
+        for folder in self.catalog.guard(self.catalog.folder_paths):
+            if paths.is_within(self.home, folder):
+                raise HeatSearchError(f"the data folder {self.home} lies inside the photo folder {paths.display(folder)}; "
+                                      "HeatSearch never writes into photo folders: choose another --home")
 
     # ---- reads: any thread, never blocking on the writer ----------------------------------------
     def snapshot(self) -> Snapshot:
@@ -183,78 +203,67 @@ class LibraryService:
         return self._snapshot
 
     def failures(self) -> list[tuple[str, str]]:
-        with self.db() as s:
-            rows = s.execute(select(Image.path, Image.error).where(Image.status == "failed").order_by(Image.path)).all()
-        return [(paths.from_db(p), e) for p, e in rows]
+        return self.catalog.guard(self.catalog.failures)
 
     def missing(self) -> list[str]:
-        with self.db() as s:
-            return [paths.from_db(p) for p in s.scalars(select(Image.path).where(Image.status == "missing").order_by(Image.path))]
+        return self.catalog.guard(self.catalog.missing)
 
     def heat_grids(self, ids, space: SpaceInfo | None = None) -> dict[int, np.ndarray]:
         """id -> (H, W) float32 heat grid (max 1) for catalog ids, in one query."""
         space = space or self._snapshot.space
-        if space is None or not ids:
+        if space is None or not len(ids):
             return {}
-        out = {}
-        with self.db() as s:
-            for chunk in _chunks(list(ids), 900):
-                for i, g, h, w in s.execute(select(Descriptor.image_id, Descriptor.grid, Descriptor.grid_h, Descriptor.grid_w)
-                                            .where(Descriptor.space_id == space.id, Descriptor.image_id.in_(chunk))):
-                    out[i] = np.frombuffer(g, np.float16).reshape(h, w).astype(np.float32)
-        return out
+        return self.catalog.guard(self.catalog.heat_grids, ids, space.id)
 
     def image_rows(self, ids) -> dict[int, dict]:
         """id -> {path, width, height, folder_id, digest, taken, size, status} for catalog ids."""
-        ids = [int(i) for i in ids]
-        out = {}
-        with self.db() as s:
-            for chunk in _chunks(ids, 900):
-                for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.folder_id, Image.digest,
-                                          Image.taken, Image.size, Image.status, Image.sharpness).where(Image.id.in_(chunk))):
-                    out[r[0]] = {"path": paths.from_db(r[1]), "width": r[2], "height": r[3], "folder_id": r[4],
-                                 "digest": r[5], "taken": r[6], "size": r[7], "status": r[8], "sharpness": r[9]}
-        return out
+        return self.catalog.guard(self.catalog.image_rows, ids)
 
     # ---- the model -------------------------------------------------------------------------------------
     def extractor(self, space: SpaceInfo | None = None) -> Extractor:
         """The extractor for `space` (default: the snapshot's), built on first use (seconds) and
-        shared by indexing and searches. Thread-safe."""
+        shared by indexing and searches; the last two are kept (while a new space is indexed,
+        searches still use the old one's). Thread-safe."""
         space = space or self._snapshot.space
         st = self.settings
         if space is None:
             raise HeatSearchError("the library has no active model yet")
-        key = (space.key, st.backbone, st.weights, st.engine, st.device, st.precision)
+        weights = st.weights if space.backbone == st.backbone else ""
+        key = (space.key, weights, st.engine, st.device)
         with self._extractor_lock:
-            if self._extractor is not None and self._extractor[0] == key:
-                return self._extractor[1]
+            for k, ex in self._extractors:
+                if k == key:
+                    return ex
             from ..features.registry import load_backbone
 
-            bb = load_backbone(space.backbone, st.weights or None)
-            ex = Extractor.create(bb, EngineChoice(st.engine, st.device, st.precision == "fastest"), space.max_side,
+            bb = load_backbone(space.backbone, weights or None)
+            ex = Extractor.create(bb, EngineChoice(st.engine, st.device, space.precision != "f32"), space.max_side,
                                   models_dir(self.home), self._log)
             if ex.engine.precision != space.precision:
+                ex.engine.close()
                 raise HeatSearchError(f"the engine runs at {ex.engine.precision}, the library's vectors were made at "
                                       f"{space.precision}: choose the matching precision in Settings")
             if ex.channels != space.channels:
+                ex.engine.close()
                 raise HeatSearchError(f"the model gives {ex.channels} channels, the library's space has {space.channels}")
-            old, self._extractor = self._extractor, (key, ex)
+            self._extractors = [(key, ex)] + self._extractors
+            old, self._extractors = self._extractors[2:], self._extractors[:2]
             self._log(f"model {space.backbone} at {space.max_side} px on {ex.engine.label}")
-        if old is not None:
-            old[1].engine.close()
+        for _, o in old:
+            o.engine.close()
         return ex
 
     def _drop_extractor(self, timeout: float = -1) -> None:
-        """Close and forget the cached extractor; nothing when its lock is not had within `timeout`
-        seconds (-1: wait)."""
+        """Close and forget the cached extractors; nothing when their lock is not had within
+        `timeout` seconds (-1: wait)."""
         if not self._extractor_lock.acquire(timeout=timeout):
             return
         try:
-            old, self._extractor = self._extractor, None
+            old, self._extractors = self._extractors, []
         finally:
             self._extractor_lock.release()
-        if old is not None:
-            old[1].engine.close()
+        for _, ex in old:
+            ex.engine.close()
 
     def warm_model(self) -> threading.Thread | None:
         """Load the model in the background (a daemon thread), so that the first search after a
@@ -289,16 +298,22 @@ class LibraryService:
         self._queue.put(cmd)
         return cmd
 
-    def index(self, folders=(), control: JobControl | None = None, stream: bool = False, verify: bool = False) -> Command:
-        """Add `folders` (if any) and index the whole library (incremental)."""
+    def index(self, folders=(), control: JobControl | None = None, stream: bool = False, verify: bool = False,
+              producer=None) -> Command:
+        """Add `folders` (if any) and index the whole library (incremental). producer: where the
+        photos are described (default: here; pipeline/distributed.py for a Ray cluster)."""
         self._writable()
-        from ..pipeline.indexer import index_library
+        from ..pipeline.indexer import LocalProducer, index_library
 
         def run(cmd: Command):
             for f in folders:
                 self.writer.add_folder(f)
+            if self.writer.target is None:
+                raise HeatSearchError(self.writer.unusable or "no model to index with")
+            space = self.writer.target.row.info
+            prod = producer or LocalProducer(lambda: self.extractor(space), self.interactive)
             last = None
-            for prog in index_library(self, cmd.control, verify=verify):
+            for prog in index_library(self.writer, cmd.control, prod, self.settings.batch_size, verify=verify):
                 last = prog
                 self._emit(Event("progress", cmd.id, prog), cmd)
                 self._maybe_stats()
@@ -355,36 +370,26 @@ class LibraryService:
         return self.submit("refit", lambda c: self.writer.refit_whitening(force, lambda: c.control.cancelled), preempts=True)
 
     def rebuild(self) -> Command:
-        """Rebuild the vectors (and graph) from the catalog's descriptors (no CNN)."""
+        """Rebuild the searched vectors (and graph) from the catalog's descriptors (no CNN)."""
         self._writable()
+        return self.submit("rebuild", lambda cmd: self.writer.rebuild(lambda: cmd.control.cancelled), preempts=True)
 
-        def run(cmd):
-            self.writer.rebuild_store(lambda: cmd.control.cancelled)
-            self.writer.save(force=True)
-            self.writer.publish()
-            return self.writer.store.alive
-
-        return self.submit("rebuild", run, preempts=True)
-
-    def purge(self) -> Command:
+    def purge(self, force: bool = False) -> Command:
+        """Delete the descriptors of unused model settings; returns (how many, what was kept)."""
         self._writable()
-        return self.submit("purge", lambda c: self.writer.purge_spaces(), preempts=True)
+        return self.submit("purge", lambda c: self.writer.purge_spaces(force), preempts=True)
 
     def refresh(self) -> Command:
-        """Re-read the catalog (read-only mode: pick up what the writing process did)."""
+        """Re-read the catalog (read-only beside another writer, or a shared library): pick up
+        what other processes committed. Cheap when nothing changed."""
 
         def run(cmd):
-            w = self.writer
-            w.refresh_folders()
-            if w.space is not None:
-                old_gen, old_white = w.generation, w.space.white_version
-                w.reload_space()
-                if w.space.white_version != old_white:
-                    w.rebuild_store()
-                elif w.generation != old_gen:
-                    w.catch_up(old_gen)
-            w.publish()
+            if self.catalog.generation() == self.writer.generation and self.read_only:
+                self.writer.refresh_folders()
+                return False
+            self.writer.reload()
             self._publish_stats()
+            return True
 
         return self.submit("refresh", run)
 
@@ -399,7 +404,7 @@ class LibraryService:
 
     def _writable(self):
         if self.read_only:
-            raise ReadOnlyError(f"the library in {self.home} is read-only here: {self.lock.describe_holder()} is writing it")
+            raise ReadOnlyError(f"the library {self.where} is read-only here: {self.lock.describe_holder()} is writing it")
 
     # ---- events -------------------------------------------------------------------------------------------
     def subscribe(self, fn: Callable[[Event], None]) -> None:
@@ -433,7 +438,7 @@ class LibraryService:
 
     def _publish_stats(self) -> None:
         self._last_stats = time.monotonic()
-        if self.writer.space is None:
+        if self.writer.target is None and self.writer.serving is None:
             return
         self._stats = self.writer.stats()
         self._emit(Event("stats", 0, self._stats))
@@ -475,7 +480,7 @@ class LibraryService:
                 self._emit(Event("failed", cmd.id, f"{cmd.name} stopped: {type(e).__name__}: {e}"), cmd)
             finally:
                 self._current = None
-                if self._queue.empty() and not self.read_only and self.writer.space is not None:
+                if self._queue.empty() and not self.read_only:
                     try:
                         self.writer.save()
                     except Exception:  # noqa: BLE001 - saving is an optimisation; the catalog is the truth
@@ -509,7 +514,7 @@ class LibraryService:
         if finished:
             self.lock.release()
             self._drop_extractor(timeout=0.2)  # not behind a model still loading (warm_model)
-            self.db.kw["bind"].dispose()
+            self.catalog.close()
         return finished
 
 
@@ -533,8 +538,3 @@ class _Counter:
         with self._cond:
             self._cond.wait_for(lambda: self._n == 0, timeout)
 
-
-def _chunks(seq, n):
-    seq = list(seq)
-    for i in range(0, len(seq), n):
-        yield seq[i: i + n]

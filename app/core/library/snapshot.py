@@ -1,69 +1,80 @@
-"""An immutable view of a library for readers: space, centring mean, whitening, vectors, search
-backend, folders, generation. The writer builds a new Snapshot after every change and swaps it
-in one assignment; a search takes one at its start and uses nothing else, so it can never pair
-the index of one whitening with the query projection of another.
+"""An immutable view of a library for readers: space, centring mean, whitening, the searched
+vectors (or the server table holding them), folders, generation. The writer builds a new Snapshot
+after every change and swaps it in one assignment; a search takes one at its start and uses
+nothing else, so it can never pair the index of one whitening with the query projection of
+another.
+
+Two kinds, one interface (`search`, `vectors_of`, `contains`, `all_vectors`):
+- Snapshot: the vectors in this process (a SQLite library: exact search or an HNSW graph);
+- ServerSnapshot: the vectors in PostgreSQL (pgvector); only the shortlist crosses the network.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from ..aggregate.descriptor import Whitening
-from ..index.vectors import EXACT_MAX_WORK, HnswGraph, top_k
+from ..catalog.records import Filters, FolderInfo, SpaceInfo
+from ..index.vectors import EXACT_MAX_WORK, HnswGraph, beam, top_k
 
-
-@dataclass(frozen=True)
-class SpaceInfo:
-    """How the vectors of a space are made (a detached copy of the catalog row)."""
-
-    id: int
-    key: str
-    backbone: str
-    weights_digest: str
-    max_side: int
-    precision: str
-    threshold: float
-    z_ratio: float
-    channels: int
-    white_version: int
-
-
-@dataclass(frozen=True)
-class FolderInfo:
-    """A library folder. state: ok | offline (its root is not reachable: rows kept) |
-    missing (reachable parent, folder gone: rows kept until the user confirms)."""
-
-    id: int
-    path: str
-    state: str = "ok"
+__all__ = ["Snapshot", "ServerSnapshot", "Shortlist", "FolderInfo", "SpaceInfo"]
 
 
 @dataclass(frozen=True, eq=False)
-class Snapshot:
-    """vectors: (n, D) float32 unit rows (read-only; row = slot); ids: (n,) int64 catalog image
-    id per slot, -1 for a dead slot; graph: the HNSW graph over the slots, or None (exact search)."""
+class Shortlist:
+    """ids (k,) int64 catalog ids best first; sims (k,) float32; vectors (k, D) float32 unit rows."""
+
+    ids: np.ndarray
+    sims: np.ndarray
+    vectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True, eq=False)
+class _Common:
+    """generation: the catalog generation this view reflects. space: the space searches use;
+    pending: a space being indexed that will answer once ready (searches meanwhile use `space`)."""
 
     generation: int = 0
     space: SpaceInfo | None = None
     mu: np.ndarray | None = None
     whitening: Whitening | None = None
-    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), np.float32))
-    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    graph: HnswGraph | None = None
     n_alive: int = 0
     folders: tuple[FolderInfo, ...] = ()
     read_only: bool = False
-
-    def __post_init__(self):
-        live = self.ids >= 0
-        object.__setattr__(self, "_live", live)  # computed once: every search starts from it
-        object.__setattr__(self, "_all_live", bool(live.all()))
+    pending: SpaceInfo | None = None
 
     @property
     def ready(self) -> bool:
         """Whether searches can run (a space with a centring mean and at least one vector)."""
         return self.space is not None and self.mu is not None and self.n_alive > 0
+
+    def folder_state(self, folder_id: int) -> str:
+        for f in self.folders:
+            if f.id == folder_id:
+                return f.state
+        return "ok"
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot(_Common):
+    """vectors: (n, D) float32 unit rows (read-only; row = slot); ids: (n,) int64 catalog image
+    id per slot, -1 for a dead slot; graph: the HNSW graph over the slots, or None (exact search).
+    filter_ids(filters) -> ids allowed by a filter (the catalog's)."""
+
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), np.float32))
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    graph: HnswGraph | None = None
+    filter_ids: Callable[[Filters], np.ndarray] | None = None
+
+    def __post_init__(self):
+        live = self.ids >= 0
+        object.__setattr__(self, "_live", live)  # computed once: every search starts from it
+        object.__setattr__(self, "_all_live", bool(live.all()))
 
     @property
     def backend(self) -> str:
@@ -72,7 +83,15 @@ class Snapshot:
     def alive_mask(self) -> np.ndarray:
         return self._live
 
-    def search(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, q: np.ndarray, k: int, filters: Filters | None = None) -> Shortlist:
+        """Top k photos for a (D,) query, best first (only those `filters` admit)."""
+        allowed = None
+        if filters is not None and filters.active:
+            allowed = np.isin(self.ids, self.filter_ids(filters)) if self.filter_ids else np.zeros(len(self.ids), bool)
+        slots, sims = self.search_slots(q, k, allowed)
+        return Shortlist(self.ids[slots], sims.astype(np.float32), self.vectors[slots])
+
+    def search_slots(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (slots, similarities) for a (D,) query, best first, over live slots (and only
         those where `allowed` ((n,) bool) is True). Exact unless the snapshot has a graph and the
         candidate set is too large for exact search."""
@@ -109,8 +128,60 @@ class Snapshot:
         best = np.argsort(-sims, kind="stable")[:k]
         return labels[best], sims[best]
 
-    def folder_state(self, folder_id: int) -> str:
-        for f in self.folders:
-            if f.id == folder_id:
-                return f.state
-        return "ok"
+    def _slots_of(self, ids) -> dict[int, int]:
+        ids = np.asarray(list(ids), np.int64)
+        slots = np.nonzero(np.isin(self.ids, ids) & self._live)[0]
+        return {int(self.ids[s]): int(s) for s in slots}
+
+    def vectors_of(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """(ids that are searchable here, their (m, D) vectors), in the order of `ids`."""
+        where = self._slots_of(ids)
+        found = [int(i) for i in ids if int(i) in where]
+        return np.asarray(found, np.int64), self.vectors[[where[i] for i in found]].reshape(len(found), -1)
+
+    def contains(self, ids) -> np.ndarray:
+        """(len(ids),) bool: which of `ids` are searchable in this snapshot."""
+        return np.isin(np.asarray(list(ids), np.int64), self.ids[self._live])
+
+    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of every searchable photo."""
+        live = np.nonzero(self._live)[0]
+        return self.ids[live], self.vectors[live]
+
+
+@dataclass(frozen=True, eq=False)
+class ServerSnapshot(_Common):
+    """The vectors stay in the database table `table`; each search sends the query and gets the
+    shortlist (ids, similarities, vectors) back. ann: whether the table has its HNSW index."""
+
+    catalog: object = None
+    table: str = ""
+    ann: bool = False
+
+    @property
+    def backend(self) -> str:
+        return "pgvector-hnsw" if self.ann else "pgvector-exact"
+
+    def _exact(self) -> bool:
+        return not self.ann or self.n_alive * (self.whitening.dim if self.whitening else 1) <= EXACT_MAX_WORK
+
+    def search(self, q: np.ndarray, k: int, filters: Filters | None = None) -> Shortlist:
+        k = min(int(k), self.n_alive)
+        if k <= 0:
+            return Shortlist(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, len(q)), np.float32))
+        ids, sims, vecs = self.catalog.search_vectors(self.table, np.asarray(q, np.float32).ravel(), k, self._exact(),
+                                                      beam(k, self.n_alive), filters, self.n_alive)
+        return Shortlist(ids, sims.astype(np.float32), vecs)
+
+    def vectors_of(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        return self.catalog.vectors_of(self.table, list(ids), self.whitening.dim)
+
+    def contains(self, ids) -> np.ndarray:
+        found = set(self.vectors_of(ids)[0].tolist())
+        return np.asarray([int(i) in found for i in ids], bool)
+
+    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        parts = list(self.catalog.iter_vectors(self.table, self.whitening.dim))
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros((0, self.whitening.dim), np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

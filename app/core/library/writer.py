@@ -1,52 +1,42 @@
-"""What the writer thread owns: the active descriptor space, its centring mean and whitening, the
-vector store and the catalog writes. Only the writer thread calls into a LibraryWriter; readers
-see its work through the Snapshots it publishes.
+"""The library's one sink: what the writer thread owns and does. Only the writer thread calls into
+a LibraryWriter; readers see its work through the Snapshots it publishes.
 
-Crash safety: the catalog is the truth. Every transaction that changes a space's descriptors
-bumps `spaces.generation` and stamps the descriptors it writes with it; the vector files on disk
-record the generation they reflect. On open, files at the catalog's generation are used as they
-are; older files are caught up from the descriptors written since (and the ids that are gone);
-files that fail their CRC, belong to another whitening, or are missing are rebuilt from the
-catalog. So a kill at any point leaves nothing that a restart does not repair.
+Two spaces may be loaded at once: the *target* (the space the settings ask for: indexing writes
+it) and the *serving* space (searches use it). They are the same except while a new model or
+photo size is being indexed: the last ready space keeps answering until the new one is complete.
+
+Crash safety: the catalog is the truth. Every commit returns the library generation it made, and
+only then is the in-memory state moved to it; vector caches record the generation they reflect
+and are reconciled or rebuilt at load when the catalog moved on without them.
 """
 from __future__ import annotations
 
 import os
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.exc import OperationalError
 
 from .. import policy
 from ..aggregate.descriptor import Whitening, learn_whitening
 from ..aggregate.hew import THRESHOLD, Z_RATIO
-from ..catalog.models import Descriptor, Folder, Image, Space
-from ..catalog.store import explain
+from ..catalog.catalog import Catalog
+from ..catalog.records import BatchOutcome, FolderInfo, Known, Record, SpaceRow
 from ..config import Settings
-from ..errors import Cancelled, HeatSearchError, InputError
+from ..errors import HeatSearchError, InputError
 from ..features.engine import EngineChoice, precision_of
-from ..features.registry import REGISTRY, WeightsMissingError, load_backbone
-from ..index.vectors import VectorStore, choose_backend, remove_files
+from ..features.registry import REGISTRY, WeightsLoadError, WeightsMissingError, load_backbone
 from . import paths
-from .snapshot import FolderInfo, Snapshot, SpaceInfo
+from .snapshot import ServerSnapshot, Snapshot
 
 WHITEN_SAMPLE = 20_000  # descriptors used to fit the whitening (a random sample beyond that)
-COMPACT_DEAD = 0.25  # compact the vector store when this share of its slots is dead
+VACUUM_AFTER = 1000  # forgetting more photos than this gives the catalog's free space back
 SAVE_EVERY_S = 300  # during long runs, save the vector files this often (shorter catch-up after a crash)
 # opening waits this long for another program's catalog lock, then says so
 OPEN_WAIT_S = float(os.environ.get("HEATSEARCH_OPEN_WAIT_S", "15"))
-
-
-def f32(b: bytes) -> np.ndarray:
-    return np.frombuffer(b, dtype=np.float32)
-
-
-def f64(b: bytes) -> np.ndarray:
-    return np.frombuffer(b, dtype=np.float64).copy()
 
 
 def space_key(backbone: str, digest: str, max_side: int, precision: str) -> str:
@@ -55,59 +45,62 @@ def space_key(backbone: str, digest: str, max_side: int, precision: str) -> str:
     return key if precision == "f32" else f"{key}|{precision}"
 
 
-def info_of(sp: Space) -> SpaceInfo:
-    return SpaceInfo(sp.id, sp.key, sp.backbone, sp.weights_digest, sp.max_side, sp.precision or "f32",
-                     sp.threshold, sp.z_ratio, sp.channels, sp.white_version)
+def whitening_of(row: SpaceRow) -> Whitening:
+    if row.white_proj is None:
+        return Whitening.identity(row.info.channels)
+    return Whitening(row.white_mean, row.white_proj)
+
+
+@dataclass
+class SpaceState:
+    """A loaded space: its catalog row, whitening and searched vectors."""
+
+    row: SpaceRow
+    whitening: Whitening
+    index: object  # index.local.LocalIndex | index.server.ServerIndex
+
+    @property
+    def id(self) -> int:
+        return self.row.id
+
+    @property
+    def mu(self) -> np.ndarray | None:
+        return self.row.mu
 
 
 class LibraryWriter:
-    def __init__(self, home: Path, db, settings: Settings, publish: Callable[[Snapshot], None],
+    def __init__(self, home: Path, catalog: Catalog, settings: Settings, publish: Callable[[object], None],
                  log: Callable[[str], None], read_only: bool = False):
         self.home = home
-        self.db = db
+        self.catalog = catalog
+        catalog.on_wait = log
         self.settings = settings
         self._publish = publish
         self.log = log
         self.read_only = read_only
-        self.space: Space | None = None
-        self.mu: np.ndarray | None = None
-        self.whitening: Whitening | None = None
-        self.store: VectorStore | None = None
+        self.target: SpaceState | None = None
+        self.serving: SpaceState | None = None
+        self.unusable = ""  # why the settings' model cannot run here ("" when it can)
         self.generation = 0
-        self.saved_generation = -1
         self.last_save = time.monotonic()
         self.folders: tuple[FolderInfo, ...] = ()
 
-    # ---- catalog transactions ---------------------------------------------------------------------
-    def transaction(self, fn, cancelled: Callable[[], bool] | None = None, waiting: Callable[[str], None] | None = None,
-                    max_wait: float | None = None):
-        """Run fn(session) in one write transaction. When another program holds the catalog's
-        write lock past SQLite's busy timeout, say so and retry until it is free, we are cancelled,
-        or `max_wait` seconds have passed (then CatalogError)."""
-        told = False
-        start = time.monotonic()
-        while True:
-            try:
-                with self.db.begin() as s:
-                    return fn(s)
-            except OperationalError as e:
-                if "locked" not in str(e).lower() and "busy" not in str(e).lower():
-                    raise explain(self.home / "catalog.sqlite", e) from e
-                if cancelled is not None and cancelled():
-                    raise Cancelled("cancelled while the catalog was locked") from e
-                if max_wait is not None and time.monotonic() - start > max_wait:
-                    raise explain(self.home / "catalog.sqlite", e) from e
-                if not told:
-                    msg = "the catalog is locked by another program; waiting for it"
-                    (waiting or self.log)(msg)
-                    told = True
-                time.sleep(1.0)
+    # ---- shorthands for the target space ---------------------------------------------------------
+    @property
+    def space(self) -> SpaceRow | None:
+        return self.target.row if self.target else None
 
-    def bump(self, s) -> int:
-        """Increment the active space's generation inside transaction `s`; returns the new one."""
-        row = s.get(Space, self.space.id)
-        row.generation = (row.generation or 0) + 1
-        return row.generation
+    @property
+    def mu(self) -> np.ndarray | None:
+        return self.target.mu if self.target else None
+
+    @property
+    def whitening(self) -> Whitening | None:
+        return self.target.whitening if self.target else None
+
+    def _states(self) -> list[SpaceState]:
+        out = [s for s in (self.target, self.serving) if s is not None]
+        return out if len(out) < 2 or out[0] is not out[1] else out[:1]
 
     # ---- the active space ---------------------------------------------------------------------------
     def resolve(self) -> tuple[str, object]:
@@ -119,224 +112,254 @@ class LibraryWriter:
         prec = precision_of(EngineChoice(st.engine, st.device, st.precision == "fastest"))
         return space_key(st.backbone, bb.weights_digest, st.max_side, prec), bb
 
+    def _check_model(self, bb) -> None:
+        """Before a space is created for a weights file the user named: the file must load as
+        this model (a wrong file would make an empty space that a purge could mistake for the
+        library's)."""
+        if not self.settings.weights or bb.spec.offline:
+            return
+        try:
+            bb.module  # loads the checkpoint (weights_only) into the architecture
+        except HeatSearchError:
+            raise
+        except Exception as e:  # noqa: BLE001 - torch missing, or any loader failure: one line
+            raise WeightsLoadError(f"the weights file {self.settings.weights} cannot be used: {str(e).splitlines()[0][:200]}") from e
+
     def activate(self, cancelled=None) -> None:
-        """Make the space of the current settings active (created when new), load its vectors and
-        publish a snapshot. Read-only: the space must exist."""
-        key, bb = self.resolve()
-        prec = key.rsplit("|", 1)[1] if key.count("|") > 4 else "f32"
-        with self.db() as s:
-            sp = s.scalar(select(Space).where(Space.key == key))
-        if sp is None:
-            if self.read_only:
+        """Load the space of the current settings as the target (created when new) and the space
+        that answers searches until the target is ready; publish a snapshot. When the settings'
+        model cannot run here (a weights file gone with its drive), the library's last space keeps
+        answering and `unusable` says why; nothing is changed."""
+        self.generation = self.catalog.generation()
+        self.unusable = ""
+        row = None
+        try:
+            key, bb = self.resolve()
+            row = self.catalog.space(key)
+            if row is None and not self.read_only:
+                self._check_model(bb)
+                st = self.settings
+                prec = key.rsplit("|", 1)[1] if key.count("|") > 4 else "f32"
+                row = self.catalog.create_space(key, bb.name, bb.weights_digest, st.max_side, THRESHOLD, Z_RATIO,
+                                                bb.spec.channels, prec, max_wait=OPEN_WAIT_S)
+        except HeatSearchError as e:
+            self.unusable = str(e)
+        spaces = self.catalog.spaces()
+        if row is not None and not row.active and not self.read_only:
+            self.catalog.set_active(row.id, max_wait=OPEN_WAIT_S)
+            row = self.catalog.space_by_id(row.id)
+        if row is None:  # read-only beside another writer, or unusable settings: the library's own space
+            row = next((s for s in spaces if s.active), None)
+            if row is None and self.unusable:
+                raise HeatSearchError(self.unusable)
+            if row is None:
                 raise HeatSearchError("this library is not indexed with the current model settings yet "
                                       "(it is read-only here: another HeatSearch is writing it)")
-
-            def create(s):
-                row = Space(key=key, backbone=bb.name, weights_digest=bb.weights_digest, max_side=self.settings.max_side,
-                            threshold=THRESHOLD, z_ratio=Z_RATIO, channels=bb.spec.channels, precision=prec)
-                s.add(row)
-                return row
-
-            self.transaction(create, max_wait=OPEN_WAIT_S)
-        if not self.read_only:
-            with self.db() as s:
-                actives = set(s.scalars(select(Space.key).where(Space.active == 1)))
-            if actives != {key}:
-                self.transaction(lambda s: s.execute(update(Space).values(active=(Space.key == key))), max_wait=OPEN_WAIT_S)
-        self.reload_space(key)
-        self.load_store(cancelled)
+        old = {s.id: s for s in self._states()}
+        self.target = old.get(row.id) or self._load(row, cancelled)
+        self.target.row = row
+        if row.ready:
+            self.serving = self.target
+        else:
+            ready = sorted((s for s in spaces if s.ready and s.id != row.id), key=lambda s: s.ready_at)
+            self.serving = (old.get(ready[-1].id) or self._load(ready[-1], cancelled)) if ready else self.target
+        if self.unusable and not self.read_only:
+            self.target = None  # nothing may be indexed with a model that cannot run
         self.refresh_folders()
         self.publish()
 
-    def reload_space(self, key: str | None = None) -> None:
-        key = key or self.space.key
-        with self.db() as s:
-            sp = s.scalar(select(Space).where(Space.key == key))
-            s.expunge(sp)
-        self.space = sp
-        self.generation = sp.generation or 0
-        self.mu = f64(sp.mu) if sp.mu else None
-        self.whitening = (Whitening(f64(sp.white_mean), f64(sp.white_proj).reshape(sp.white_dim, sp.channels))
-                          if sp.white_dim else Whitening.identity(sp.channels))
+    def _load(self, row: SpaceRow, cancelled=None) -> SpaceState:
+        w = whitening_of(row)
+        if self.catalog.stores_vectors:
+            from ..index.server import ServerIndex
 
-    def _prefix(self) -> Path:
-        return self.home / f"space-{self.space.id}"
+            index = ServerIndex(self.catalog, row, w, self.log)
+        else:
+            from ..index.local import LocalIndex
 
-    def load_store(self, cancelled=None) -> None:
-        """Vectors from the files when they match the catalog; caught up or rebuilt otherwise."""
-        loaded = VectorStore.load(self._prefix())
-        if loaded is not None:
-            store, meta = loaded
-            if meta.get("white_version") == self.space.white_version and store.dim == self.whitening.dim:
-                file_gen = int(meta.get("generation", -1))
-                if file_gen == self.generation:
-                    self.store, self.saved_generation = store, file_gen
-                    return
-                if 0 <= file_gen < self.generation:
-                    self.store = store
-                    self.catch_up(file_gen)
-                    return
-        self.rebuild_store(cancelled)
+            index = LocalIndex(self.catalog, self.home, row, w, self.log)
+        index.load(self.generation, cancelled)
+        return SpaceState(row, w, index)
 
-    def catch_up(self, file_gen: int) -> None:
-        """Apply to self.store what the catalog committed after `file_gen`: descriptors written
-        since (new slots, their old slots killed) and images that lost their descriptor."""
-        sid = self.space.id
-        with self.db() as s:
-            live = set(s.scalars(select(Descriptor.image_id).join(Image, Image.id == Descriptor.image_id)
-                                 .where(Descriptor.space_id == sid, Image.status == "indexed")))
-            fresh = list(s.execute(select(Descriptor.image_id, Descriptor.raw)
-                                   .join(Image, Image.id == Descriptor.image_id)
-                                   .where(Descriptor.space_id == sid, Descriptor.gen > file_gen, Image.status == "indexed")
-                                   .order_by(Descriptor.image_id)))
-        have = set(self.store.live_ids().tolist())
-        fresh_ids = [i for i, _ in fresh]
-        self.store.kill_ids(sorted((have - live) | (have & set(fresh_ids))))
-        if fresh:
-            self.store.append(fresh_ids, self.whitening.apply(np.stack([f32(r) for _, r in fresh])))
-        self.log(f"vector index caught up with the catalog ({len(fresh)} new, {len(have - live)} gone)")
-
-    def rebuild_store(self, cancelled=None) -> None:
-        """All vectors again from the catalog's raw descriptors (no CNN)."""
-        sid = self.space.id
-        with self.db() as s:
-            ids = list(s.scalars(select(Descriptor.image_id).join(Image, Image.id == Descriptor.image_id)
-                                 .where(Descriptor.space_id == sid, Image.status == "indexed").order_by(Descriptor.image_id)))
-        store = VectorStore(self.whitening.dim, capacity=max(1024, len(ids)))
-        for chunk in _chunks(ids, 5000):
-            if cancelled is not None and cancelled():
-                raise Cancelled("rebuild cancelled")
-            store.append(chunk, self.whitening.apply(self.raw_descriptors(chunk)))
-        if choose_backend(store.alive, store.dim) == "hnsw":
-            if not store.build_graph(cancelled):
-                raise Cancelled("rebuild cancelled")
-        self.store = store
-        self.saved_generation = -1
-
-    def raw_descriptors(self, ids, space_id: int | None = None) -> np.ndarray:
-        """(len(ids), C) float32 raw descriptors, in the order of `ids`."""
-        space_id = space_id or self.space.id
-        ids = list(ids)
-        if not ids:
-            return np.zeros((0, self.space.channels), np.float32)
-        rows: dict[int, bytes] = {}
-        with self.db() as s:
-            for chunk in _chunks(ids, 900):
-                rows.update(s.execute(select(Descriptor.image_id, Descriptor.raw)
-                                      .where(Descriptor.space_id == space_id, Descriptor.image_id.in_(chunk))).all())
-        return np.stack([f32(rows[i]) for i in ids])
-
-    def maintain_backend(self, cancelled=None) -> None:
-        """Compact a store with many dead slots; switch exact <-> HNSW as the library crosses the size
-        where exact search gets slow."""
-        st = self.store
-        if st.n > 1000 and st.n - st.alive > COMPACT_DEAD * st.n:
-            graph = st.graph is not None
-            self.store = st = st.compacted()
-            if graph and not st.build_graph(cancelled):
-                return
-        want = choose_backend(st.alive, st.dim)
-        if want == "hnsw" and st.graph is None:
-            self.log(f"building the search graph for {st.alive} photos")
-            st.build_graph(cancelled)
-        elif want == "exact" and st.graph is not None:
-            st.graph = None
+    def reload(self) -> None:
+        """Read-only beside another writer: pick up what it committed (new generation, a refit,
+        a space that became ready)."""
+        gen = self.catalog.generation()
+        rows = {s.id: s for s in self.catalog.spaces()}
+        for st in self._states():
+            new = rows.get(st.id)
+            if new is None:
+                continue
+            if new.info.white_version != st.row.info.white_version:
+                fresh = self._load(new)
+                st.row, st.whitening, st.index = fresh.row, fresh.whitening, fresh.index
+            else:
+                st.row = new
+                st.index.with_space(new)
+                if gen != self.generation and st.index.backend_kind == "local":
+                    st.index.reconcile(self.generation)
+                elif gen != self.generation:
+                    st.index.maintain()
+        self.generation = gen
+        if self.target is not None and self.target is not self.serving and rows.get(self.target.id, self.target.row).ready:
+            self.serving = self.target
+        self.refresh_folders()
+        self.publish()
 
     def publish(self) -> None:
-        vecs, ids = self.store.view() if self.store is not None else (np.zeros((0, 1), np.float32), np.zeros(0, np.int64))
-        self._publish(Snapshot(self.generation, info_of(self.space) if self.space else None, self.mu, self.whitening,
-                               vecs, ids, self.store.graph if self.store else None, int((ids >= 0).sum()), self.folders,
-                               self.read_only))
+        sv = self.serving
+        pending = self.target.row.info if self.target is not None and self.target is not sv else None
+        common = dict(generation=self.generation, folders=self.folders, read_only=self.read_only, pending=pending)
+        if sv is None:
+            self._publish(Snapshot(**common))
+            return
+        base = dict(space=sv.row.info, mu=sv.mu, whitening=sv.whitening, **common)
+        parts = sv.index.snapshot_parts()
+        if sv.index.backend_kind == "server":
+            self._publish(ServerSnapshot(**base, **parts))
+        else:
+            self._publish(Snapshot(**base, **parts, filter_ids=lambda f: self.catalog.filter_ids(f.folders, f.after, f.before)))
 
     def save(self, force: bool = False) -> bool:
-        """Write the vector files when the catalog moved on since the last save."""
-        if self.read_only or self.store is None or (self.saved_generation == self.generation and not force):
+        """Write the vector caches when the catalog moved on since their last save."""
+        if self.read_only:
             return False
-        self.store.save(self._prefix(), {"generation": self.generation, "white_version": self.space.white_version,
-                                         "space": self.space.key})
-        self.saved_generation = self.generation
+        wrote = False
+        for st in self._states():
+            wrote = st.index.save(self.generation, force) or wrote
         self.last_save = time.monotonic()
-        return True
+        return wrote
 
     def save_if_due(self) -> None:
         if time.monotonic() - self.last_save > SAVE_EVERY_S:
             self.save()
 
+    def rebuild(self, cancelled=None) -> int:
+        """The searched vectors again from the catalog's raw descriptors (no CNN)."""
+        for st in self._states():
+            st.index.rebuild(cancelled)
+            st.index.maintain(cancelled)
+        self.save(force=True)
+        self.publish()
+        return self.serving.index.alive if self.serving else 0
+
+    # ---- the sink: commits, then the caches -----------------------------------------------------------
+    def _after(self, gen: int) -> None:
+        self.generation = gen  # only now: the commit succeeded
+
+    def commit_batch(self, records: list[Record], existing: dict[str, int], claim: set[int],
+                     cancelled=None, waiting=None) -> BatchOutcome:
+        """One transaction for a batch of Records in the target space, then its vectors."""
+        out = self.catalog.apply_batch(self.target.id, records, existing, claim, cancelled, waiting)
+        self._after(out.generation)
+        self.target.index.apply(out.added, out.killed)
+        if self.serving is not self.target and out.dropped:  # new content: the old space's vector is stale
+            self.serving.index.hide(out.dropped)
+        self.publish()
+        return out
+
+    def record_failures(self, failures: list[tuple[str, int, str]], known: dict[str, Known]) -> None:
+        self._after(self.catalog.record_failures(failures, known))
+        for st in self._states():
+            st.index.hide([known[p].id for p, _, _ in failures if p in known])
+
+    def mark_missing(self, ids: list[int], cancelled=None) -> None:
+        """Photos whose folder vanished: out of the results, rows and descriptors kept."""
+        if not ids:
+            return
+        self._after(self.catalog.set_status(ids, "missing", cancelled))
+        for st in self._states():
+            st.index.hide(ids)
+        self.publish()
+
+    def restore(self, ids: list[int]) -> None:
+        """Photos marked missing whose file is back unchanged: searchable again, no CNN."""
+        if not ids:
+            return
+        self._after(self.catalog.set_status(ids, "indexed"))
+        for st in self._states():
+            st.index.restore(ids)
+        self.publish()
+
+    def remove(self, ids: list[int], folder_ids=(), cancelled=None) -> None:
+        """Rows (and folder rows) forgotten. Photos are never touched."""
+        if not ids and not folder_ids:
+            return
+        self._after(self.catalog.remove_images(ids, folder_ids, cancelled))
+        for st in self._states():
+            st.index.hide(ids)
+        self.publish()
+
+    def mark_ready(self) -> None:
+        """An indexing run finished in the target: it answers searches from now on."""
+        if self.target is None or self.target.row.ready:
+            return
+        self.catalog.set_ready(self.target.id)
+        self.target.row = self.catalog.space_by_id(self.target.id)
+        if self.serving is not self.target:
+            self.log("the new descriptions are complete: searches use them from now on")
+        self.serving = self.target
+        self.publish()
+
     # ---- centring mean and whitening ------------------------------------------------------------------
     def set_mu(self, mu: np.ndarray, n_photos: int) -> None:
-        def write(s):
-            row = s.get(Space, self.space.id)
-            row.mu, row.mu_n = np.asarray(mu, np.float64).tobytes(), int(n_photos)
-        self.transaction(write)
-        self.mu = np.asarray(mu, np.float64)
-        self.space.mu_n = int(n_photos)
+        self.catalog.set_mu(self.target.id, mu, n_photos)
+        self.target.row = self.catalog.space_by_id(self.target.id)
 
     def refit_whitening(self, force: bool = False, cancelled=None) -> bool:
-        """Fit or refit the whitening when the size policy asks for it (or `force`); re-projects the
-        stored descriptors into a new store and publishes it in one step (no CNN)."""
-        sp = self.space
-        ids = self.store.live_ids() if self.store is not None else np.zeros(0, np.int64)
+        """Fit or refit the target's whitening when the size policy asks for it (or `force`):
+        the stored descriptors re-projected into new vectors, published in one step (no CNN)."""
+        st = self.target
+        if st is None:
+            return False
+        sp = st.row
+        ids = st.index.live_ids()
         n = len(ids)
-        dim = policy.whitening_dim(n, sp.channels, self.settings.dim)
-        if not force and not policy.refit_due(n, sp.white_n, sp.white_dim, sp.channels, self.settings.dim):
+        dim = policy.whitening_dim(n, sp.info.channels, self.settings.dim)
+        if not force and not policy.refit_due(n, sp.white_n, st.whitening.dim if sp.white_proj is not None else 0,
+                                              sp.info.channels, self.settings.dim):
             return False
         if dim == 0:
-            w = Whitening.identity(sp.channels)
+            w = Whitening.identity(sp.info.channels)
         else:
             rng = np.random.default_rng(0)
             sample = np.sort(rng.choice(ids, WHITEN_SAMPLE, replace=False)) if n > WHITEN_SAMPLE else np.sort(ids)
-            w = learn_whitening(self.raw_descriptors(sample.tolist()), dim, policy.SHRINKAGE)
+            w = learn_whitening(self.catalog.raw_descriptors(sample.tolist(), sp.id, sp.info.channels), dim, policy.SHRINKAGE)
         if cancelled is not None and cancelled():
             return False
-        store = VectorStore(w.dim, capacity=max(1024, n))
-        live = sorted(ids.tolist())
-        for chunk in _chunks(live, 5000):
-            if cancelled is not None and cancelled():
-                return False
-            store.append(chunk, w.apply(self.raw_descriptors(chunk)))
-        if choose_backend(store.alive, store.dim) == "hnsw" and not store.build_graph(cancelled):
+        new_index = st.index.refit(w, cancelled)
+        if new_index is None:
             return False
-
-        def write(s):
-            row = s.get(Space, sp.id)
-            if w.is_identity:
-                row.white_mean, row.white_proj, row.white_dim = b"", b"", 0
-            else:
-                row.white_mean, row.white_proj, row.white_dim = w.mean.tobytes(), w.proj.tobytes(), w.dim
-            row.white_n, row.white_version = n, row.white_version + 1
-            return row.white_version
-
-        self.transaction(write)
-        self.reload_space()
-        self.store = store
-        self.saved_generation = -1
+        old_index = st.index
+        self.catalog.set_whitening(sp.id, None if w.is_identity else w.mean, None if w.is_identity else w.proj, n)
+        st.row = self.catalog.space_by_id(sp.id)
+        new_index.with_space(st.row)
+        st.whitening, st.index = w, new_index
+        if old_index.backend_kind == "server":
+            old_index.remove_files()  # the old version's table: no reader is pointed at it any more
         self.log(f"whitening {'removed' if w.is_identity else f'fitted on {n} photos (D = {w.dim})'}")
         self.publish()
-        self.save()
+        self.save(force=True)
         return True
 
-    # ---- folders ----------------------------------------------------------------------------------------
-    def folder_rows(self) -> list[Folder]:
-        with self.db() as s:
-            return list(s.scalars(select(Folder).order_by(Folder.path)))
+    def maintain(self, cancelled=None) -> None:
+        for st in self._states():
+            st.index.maintain(cancelled)
 
+    # ---- folders ----------------------------------------------------------------------------------------
     def refresh_folders(self) -> None:
         """Folder states from the file system: offline when the root cannot be reached, missing when
         its parent is there but the folder is gone."""
-        rows = self.folder_rows()
-        out = []
-        changed = {}
+        rows = self.catalog.folders()
+        out, changed = [], {}
         for f in rows:
-            p = Path(paths.from_db(f.path))
+            p = Path(f.path)
             state = "ok" if p.is_dir() else ("missing" if p.parent.is_dir() and not p.exists() and _mounted(p.parent) else "offline")
             if state != f.state:
                 changed[f.id] = state
-            out.append(FolderInfo(f.id, paths.from_db(f.path), state))
+            out.append(FolderInfo(f.id, f.path, state))
         if changed and not self.read_only:
-            def write(s):
-                for fid, state in changed.items():
-                    s.get(Folder, fid).state = state
-            self.transaction(write, max_wait=OPEN_WAIT_S)
+            self.catalog.set_folder_states(changed, max_wait=OPEN_WAIT_S)
         self.folders = tuple(out)
 
     def add_folder(self, path) -> FolderInfo:
@@ -347,110 +370,100 @@ class LibraryWriter:
             raise InputError(f"not a folder: {paths.display(p)} ({e.strerror or e})") from e
         if not p.is_dir():
             raise InputError(f"not a folder: {paths.display(p)}")
-        if paths.is_within(self.home, p):
-            raise InputError(f"{paths.display(p)} contains the HeatSearch data folder ({self.home}); "
-                             "choose another data folder (--home) or another photo folder")
-        if paths.is_within(p, self.home):
-            raise InputError("the HeatSearch data folder cannot be a photo folder")
-
-        def write(s):
-            for f in s.scalars(select(Folder)):
-                if paths.is_within(p, paths.from_db(f.path)):
-                    return f  # already inside a library folder: nothing to add
-            f = Folder(path=paths.to_db(str(p)), added_at=time.time(), state="ok")
-            s.add(f)
-            s.flush()
-            return f
-
-        f = self.transaction(write)
+        if not self.catalog.stores_vectors:
+            if paths.is_within(self.home, p):
+                raise InputError(f"{paths.display(p)} contains the HeatSearch data folder ({self.home}); "
+                                 "choose another data folder (--home) or another photo folder")
+            if paths.is_within(p, self.home):
+                raise InputError("the HeatSearch data folder cannot be a photo folder")
+        f = self.catalog.add_folder(str(p))
         self.refresh_folders()
         self.publish()
-        return FolderInfo(f.id, paths.from_db(f.path), "ok")
+        return f
 
     def forget(self, path, missing_only: bool = False) -> int:
         """Remove a folder, a subtree or one file from the catalog (matched by path components),
-        or with missing_only only the photos marked missing under it. Photos are never touched.
-        Returns how many images were forgotten."""
-        target = str(Path(path).expanduser().resolve()) if path else None
-        rows = self.folder_rows()
-        whole = [f.id for f in rows if target is None or paths.is_within(paths.from_db(f.path), target)]
-        partial = [f.id for f in rows if f.id not in whole and target is not None and paths.is_within(target, paths.from_db(f.path))]
-        with self.db() as s:
-            q = select(Image.id, Image.path, Image.status).where(Image.folder_id.in_(whole + partial))
-            ids = [i for i, p, st in s.execute(q)
-                   if (not missing_only or st == "missing") and (target is None or paths.is_within(paths.from_db(p), target))]
+        or with missing_only only the photos marked missing under it (path None: everywhere).
+        Photos are never touched. Returns how many images were forgotten.
+
+        An empty path or a file-system root is refused: `forget ""` (an unset shell variable) must
+        never mean "everything"."""
+        if path is not None:
+            text = os.fspath(path)
+            if not str(text).strip():
+                raise InputError("forget needs a folder or a photo: the path is empty (nothing was forgotten)")
+            target = str(Path(text).expanduser().resolve())
+            if Path(target).parent == Path(target):
+                raise InputError(f"forget {target} would forget the whole library; name a library folder instead "
+                                 "(nothing was forgotten)")
+        elif not missing_only:
+            raise InputError("forget needs a folder or a photo (nothing was forgotten)")
+        else:
+            target = None
+        rows = self.catalog.folders()
+        whole = [f.id for f in rows if target is None or paths.is_within(f.path, target)]
+        partial = [f.id for f in rows if f.id not in whole and target is not None and paths.is_within(target, f.path)]
+        ids = [i for i, p, st in self.catalog.image_paths(whole + partial)
+               if (not missing_only or st == "missing") and (target is None or paths.is_within(p, target))]
         if not ids and (missing_only or not whole):
+            if target is not None and not whole and not partial:
+                raise InputError(f"{paths.display(target)} is not in the library (nothing was forgotten)")
             return 0
-
-        def write(s):
-            for chunk in _chunks(ids, 500):
-                s.execute(delete(Image).where(Image.id.in_(chunk)))
-            if not missing_only:
-                s.execute(delete(Folder).where(Folder.id.in_(whole)))
-            if self.space is not None:
-                self.generation = self.bump(s)
-
-        self.transaction(write)
-        if self.store is not None:
-            self.store.kill_ids(ids)
-            self.maintain_backend()
+        self.remove(ids, [] if missing_only else whole)
+        self.maintain()
         self.refresh_folders()
         self.publish()
         self.save()
-        if ids and len(ids) > 1000:
-            self.vacuum_if_worth_it()
+        if len(ids) > VACUUM_AFTER and self.catalog.compact():
+            self.log("catalog compacted")
         return len(ids)
 
-    def vacuum_if_worth_it(self) -> None:
-        """VACUUM when more than a quarter of the catalog file is free pages."""
-        with self.db() as s:
-            free = s.connection().exec_driver_sql("PRAGMA freelist_count").scalar() or 0
-            total = s.connection().exec_driver_sql("PRAGMA page_count").scalar() or 1
-        if free > 0.25 * total:
-            with self.db.kw["bind"].connect() as conn:
-                conn.exec_driver_sql("VACUUM")
-            self.log("catalog compacted")
-
-    def purge_spaces(self) -> int:
-        """Delete the descriptors and files of every inactive space. Returns how many spaces."""
-        with self.db() as s:
-            old = [(sp.id, sp.key) for sp in s.scalars(select(Space).where(Space.id != self.space.id))]
+    def purge_spaces(self, force: bool = False) -> tuple[int, str]:
+        """Delete the descriptors of every space not in use. The space that answers searches while
+        a new one is indexed is kept unless `force`; with settings whose model cannot run here, the
+        space that answers is always kept. Returns (how many, what was kept and why)."""
+        keep = {self.target.id} if self.target is not None else set()
+        note = ""
+        sv = self.serving
+        if sv is not None and sv is not self.target:
+            if force and self.target is not None:
+                self.serving = self.target
+                self.publish()
+            else:
+                keep.add(sv.id)
+                why = "until the new ones are complete" if self.target is not None else "(the settings' model cannot run here)"
+                note = f"kept the descriptions searches use {why}: {sv.row.info.backbone} at {sv.row.info.max_side} px"
+        old = [s.id for s in self.catalog.spaces() if s.id not in keep]
         if not old:
-            return 0
+            return 0, note
+        self.catalog.delete_spaces(old)
+        if not self.catalog.stores_vectors:
+            from ..index.vectors import remove_files
 
-        def write(s):
-            for sid, _ in old:
-                s.execute(delete(Descriptor).where(Descriptor.space_id == sid))
-                s.execute(delete(Space).where(Space.id == sid))
-
-        self.transaction(write)
-        for sid, _ in old:
-            remove_files(self.home / f"space-{sid}")
-        self.vacuum_if_worth_it()
-        return len(old)
+            for sid in old:
+                remove_files(self.home / f"space-{sid}")
+        self.catalog.compact()
+        return len(old), note
 
     # ---- numbers for the GUI and `status` ----------------------------------------------------------
     def stats(self) -> dict:
-        """Counts per folder and in total, in the active space. Runs on the writer thread; readers
-        get the published copy."""
-        sid = self.space.id if self.space else -1
-        per: dict[int, dict] = {f.id: {"images": 0, "indexed": 0, "failed": 0, "missing": 0} for f in self.folders}
-        with self.db() as s:
-            for fid, status, n in s.execute(select(Image.folder_id, Image.status, func.count()).group_by(Image.folder_id, Image.status)):
-                d = per.setdefault(fid, {"images": 0, "indexed": 0, "failed": 0, "missing": 0})
-                d["images"] += n
-                if status in ("failed", "missing"):
-                    d[status] += n
-            for fid, n in s.execute(select(Image.folder_id, func.count()).join(Descriptor, Descriptor.image_id == Image.id)
-                                    .where(Descriptor.space_id == sid, Image.status == "indexed").group_by(Image.folder_id)):
-                per.setdefault(fid, {"images": 0, "indexed": 0, "failed": 0, "missing": 0})["indexed"] = n
-        folders = [{"id": f.id, "path": f.path, "state": f.state, **per.get(f.id, {})} for f in self.folders]
-        total = {k: sum(d[k] for d in per.values()) for k in ("images", "indexed", "failed", "missing")}
-        return {"folders": folders, **total, "generation": self.generation,
-                "space": info_of(self.space).__dict__ if self.space else None,
-                "dim": self.whitening.dim if self.whitening else 0,
-                "whitened_on": self.space.white_n if self.space else 0,
-                "backend": "hnsw" if self.store is not None and self.store.graph is not None else "exact"}
+        """Counts per folder and in total (indexed: in the target space), the space, whether an
+        older space answers meanwhile. Runs on the writer thread; readers get the published copy."""
+        st = self.target or self.serving
+        out = self.catalog.stats(st.id if st else None, self.folders)
+        sv = self.serving
+        out.update({
+            "generation": self.generation,
+            "space": st.row.info.__dict__ if st else None,
+            "dim": st.whitening.dim if st else 0,
+            "whitened_on": st.row.white_n if st else 0,
+            "backend": sv.index.backend if sv else "exact",
+            "searchable": sv.index.alive if sv else 0,
+            "serving_space": sv.row.info.__dict__ if sv and sv is not st else None,
+            "unusable": self.unusable,
+            "library": self.catalog.where,
+        })
+        return out
 
 
 def _mounted(parent: Path) -> bool:
@@ -460,12 +473,6 @@ def _mounted(parent: Path) -> bool:
         return True
     except OSError:
         return False
-
-
-def _chunks(seq, n):
-    seq = list(seq)
-    for i in range(0, len(seq), n):
-        yield seq[i: i + n]
 
 
 def sample_ids(ids: list, k: int, seed: int = 0) -> list:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..catalog.records import Known
 from ..imageio import is_photo_path
 from ..library import paths
 
@@ -22,17 +23,6 @@ class FileInfo:
     size: int
     mtime_ns: int
     folder_id: int
-
-
-@dataclass
-class Known:
-    """A catalog row as the scan needs it. mtime_ns is -1 when the row has no descriptor in the
-    active space (a new space, or a crash before its batch): it then counts as changed."""
-
-    id: int
-    size: int
-    mtime_ns: int
-    status: str
 
 
 @dataclass
@@ -59,10 +49,13 @@ class ScanDiff:
 def walk_photos(root: Path, errors: list | None = None, special: list | None = None,
                 cancelled: Callable[[], bool] | None = None):
     """Yield (path str, stat) of photo files under `root`, recursively. Hidden files and folders
-    are skipped; symlinked folders are followed once (a link loop is cut by the real-path set).
-    Folders that cannot be listed go to `errors` as (path, reason); photo-named entries that are
-    not regular files go to `special`."""
+    are skipped; symlinked folders are followed once (a link loop is cut by the real-path set),
+    except links to system folders (/proc, /sys, /dev, /run) or to the root or one of its
+    ancestors, which would index a whole disk. Folders that cannot be listed, or links not
+    followed, go to `errors` as (path, reason); photo-named entries that are not regular files go
+    to `special`."""
     seen: set[str] = set()
+    root_real = os.path.realpath(os.fspath(root))
     stack = [os.fspath(root)]
     n = 0
     while stack:
@@ -91,6 +84,12 @@ def walk_photos(root: Path, errors: list | None = None, special: list | None = N
                 return
             try:
                 if e.is_dir(follow_symlinks=True):
+                    if e.is_symlink():
+                        why = _unfollowed(os.path.realpath(e.path), root_real)
+                        if why:
+                            if errors is not None:
+                                errors.append((os.path.abspath(e.path), why))
+                            continue
                     stack.append(e.path)
                     continue
                 if not is_photo_path(e.name):
@@ -104,6 +103,18 @@ def walk_photos(root: Path, errors: list | None = None, special: list | None = N
             except OSError as err:  # a broken link, a file that vanished mid-scan, no permission
                 if special is not None and is_photo_path(e.name):
                     special.append((os.path.abspath(e.path), f"cannot read file: {err.strerror or err}"))
+
+
+SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/run")
+
+
+def _unfollowed(real: str, root_real: str) -> str:
+    """Why a folder link to `real` is not followed ("" when it is)."""
+    if any(paths.is_within(real, d) for d in SYSTEM_DIRS):
+        return f"a link to the system folder {real}: not followed"
+    if paths.is_within(root_real, real):
+        return f"a link to {real}, which contains this library folder: not followed"
+    return ""
 
 
 def raw_twins(names: list[str]) -> dict[str, str]:

@@ -17,33 +17,19 @@ from typing import Callable
 
 import numpy as np
 from PIL import Image as PILImage
-from sqlalchemy import select
 
 from .. import policy
-from ..catalog.models import Descriptor, Image
+from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map
 from ..errors import HeatSearchError, ImageError, InputError
 from ..features.preprocess import FeatureMap
 from ..imageio import check_box, file_digest, image_size
 from ..library import paths
-from ..library.snapshot import Snapshot
-from ..library.writer import f32
+from ..library.snapshot import Shortlist
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
 
-
-@dataclass(frozen=True)
-class Filters:
-    """Restrict results to photos under `folders` (absolute paths, by components) and taken in
-    [after, before) (POSIX times; EXIF date, else file time). Empty = no restriction."""
-
-    folders: tuple[str, ...] = ()
-    after: float | None = None
-    before: float | None = None
-
-    @property
-    def active(self) -> bool:
-        return bool(self.folders) or self.after is not None or self.before is not None
+__all__ = ["Filters", "SearchRequest", "SearchResult", "Searcher", "SearchWorker", "Hit", "request_from_settings"]
 
 
 @dataclass(frozen=True)
@@ -128,16 +114,14 @@ class Searcher:
         self._cache_size = cache_size
 
     # ---- query descriptor ---------------------------------------------------------------------
-    def _library_row(self, path: str | None, snap: Snapshot):
-        """(image id, digest, width, height) of an indexed, unchanged library photo at `path`."""
+    def _library_row(self, path: str | None, snap):
+        """(image id, size, mtime, digest, width, height) of an indexed, unchanged library photo at
+        `path` that the snapshot can search."""
         if not path or snap.space is None:
             return None
         p = os.path.realpath(path)
-        with self.svc.db() as s:
-            row = s.execute(select(Image.id, Image.size, Image.mtime_ns, Image.digest, Image.width, Image.height)
-                            .join(Descriptor, Descriptor.image_id == Image.id)
-                            .where(Image.path == paths.to_db(p), Descriptor.space_id == snap.space.id, Image.status == "indexed")).first()
-        if row is None:
+        row = self.svc.catalog.guard(self.svc.catalog.library_row, p, snap.space.id)
+        if row is None or not snap.contains([row[0]])[0]:
             return None
         try:
             st = os.stat(p)
@@ -145,7 +129,7 @@ class Searcher:
             return None
         return row if (st.st_size, st.st_mtime_ns) == (row[1], row[2]) else None
 
-    def _map_key(self, req: SearchRequest, snap: Snapshot) -> tuple:
+    def _map_key(self, req: SearchRequest, snap) -> tuple:
         """Content key of the query's feature map: path + size + mtime, or a digest of the pixels
         (never the object's id: CPython reuses ids)."""
         if req.path:
@@ -154,7 +138,7 @@ class Searcher:
         im = req.image
         return ("pixels", hashlib.sha1(im.tobytes()).hexdigest(), im.size, im.mode, snap.space.key)
 
-    def feature_map(self, req: SearchRequest, snap: Snapshot) -> tuple[FeatureMap, bool]:
+    def feature_map(self, req: SearchRequest, snap) -> tuple[FeatureMap, bool]:
         """(full-image feature map of the query, whether the CNN ran), cached (LRU) by content."""
         key = self._map_key(req, snap)
         with self._lock:
@@ -174,16 +158,15 @@ class Searcher:
     def query_size(self, req: SearchRequest) -> tuple[int, int]:
         return image_size(req.path) if req.path else req.image.size
 
-    def query_descriptor(self, req: SearchRequest, snap: Snapshot, plan: policy.SearchPlan
+    def query_descriptor(self, req: SearchRequest, snap, plan: policy.SearchPlan
                          ) -> tuple[Described, tuple[int, int], bool, tuple | None]:
         """(description, oriented query size, used_cnn, library row or None)."""
         params = HewParams(snap.space.threshold, snap.space.z_ratio)
         own = self._library_row(req.path, snap)
         if req.box is None and own is not None:  # a library photo: its stored descriptor, no CNN
-            with self.svc.db() as s:
-                d = s.get(Descriptor, (own[0], snap.space.id))
-                grid = np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32)
-                return Described(f32(d.raw).copy(), grid), (own[4], own[5]), False, own
+            stored = self.svc.catalog.descriptor(own[0], snap.space.id)
+            if stored is not None:
+                return Described(stored[0], stored[1]), (own[4], own[5]), False, own
         crop = None
         if req.box is not None and plan.box_mode in ("crop", "hybrid"):
             ex = self.svc.extractor(snap.space)
@@ -235,8 +218,9 @@ class Searcher:
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
                             d.where if req.box is not None else None, plan, total, snap.generation)
 
-    def _pinned(self, req: SearchRequest, own, snap: Snapshot) -> list[int]:
-        """Catalog ids byte-identical to the query photo (the photo itself first): ranked first."""
+    def _pinned(self, req: SearchRequest, own, snap) -> list[int]:
+        """Catalog ids byte-identical to the query photo (the photo itself first) that the filters
+        admit: ranked first."""
         if req.box is not None or not req.path:
             return []
         digest = own[3] if own is not None else None
@@ -247,83 +231,67 @@ class Searcher:
                 digest = file_digest(req.path)
             except (OSError, ImageError):
                 return []
-        with self.svc.db() as s:
-            ids = list(s.scalars(select(Image.id).where(Image.digest == digest, Image.status == "indexed").order_by(Image.id)))
-        live = set(snap.ids[np.isin(snap.ids, ids)].tolist()) if ids else set()
-        ids = [i for i in ids if i in live]
+        ids = self.svc.catalog.guard(self.svc.catalog.ids_with_digest, digest)
+        if ids:
+            ids = [i for i, ok in zip(ids, snap.contains(ids).tolist()) if ok]
+        if ids and req.filters.active:
+            allowed = set(self.svc.catalog.filter_ids(req.filters.folders, req.filters.after, req.filters.before).tolist())
+            ids = [i for i in ids if i in allowed]
         if own is not None and own[0] in ids:
             ids.remove(own[0])
             ids.insert(0, own[0])
         return ids
 
-    def allowed_mask(self, snap: Snapshot, filters: Filters) -> np.ndarray | None:
-        """(n,) bool over the snapshot's slots for `filters`, or None when there are none."""
-        if not filters.active:
-            return None
-        q = select(Image.id, Image.path, Image.taken, Image.folder_id).where(Image.status == "indexed")
-        if filters.after is not None:
-            q = q.where(Image.taken >= filters.after)
-        if filters.before is not None:
-            q = q.where(Image.taken < filters.before)
-        with self.svc.db() as s:
-            rows = s.execute(q).all()
-        if filters.folders:
-            rows = [r for r in rows if any(paths.is_within(paths.from_db(r[1]), f) for f in filters.folders)]
-        return np.isin(snap.ids, np.fromiter((r[0] for r in rows), np.int64, len(rows)))
-
-    def rank(self, raw: np.ndarray, req: SearchRequest, snap: Snapshot, plan: policy.SearchPlan,
+    def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
              pinned: list[int] = (), in_library: bool = False) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
         """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
         before the cut-off, timings, the plan as applied: HeR "auto" decided for this query)."""
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
-        allowed = self.allowed_mask(snap, req.filters)
-        if allowed is not None and pinned:  # the query's own copies are results only when the filters admit them
-            ok = np.isin(np.asarray(pinned, np.int64), snap.ids[allowed[: len(snap.ids)]])
-            pinned = [i for i, keep in zip(pinned, ok.tolist()) if keep]
+        filters = req.filters if req.filters.active else None
         k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
-        slots, sims = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, allowed)
+        sl = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, filters)
         if plan.her == "auto":
-            plan = replace(plan, her=policy.use_her(sims[: policy.NEIGHBOURHOOD], in_library))
-        slots, sims = slots[:k], sims[:k]
+            plan = replace(plan, her=policy.use_her(sl.sims[: policy.NEIGHBOURHOOD], in_library))
+        sl = Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k])
         t1 = time.perf_counter()
-        scores = sims.astype(np.float64)
-        final = slots
-        if len(slots):
-            vecs = snap.vectors[slots]
-            order = np.arange(len(slots))
+        scores = sl.sims.astype(np.float64)
+        final = sl
+        if len(sl):
+            order = np.arange(len(sl))
             source = q
             if plan.qe:
-                source = expand_query(q, vecs, order, plan.qe_n, plan.qe_alpha)
+                source = expand_query(q, sl.vectors, order, plan.qe_n, plan.qe_alpha)
                 if not plan.her:  # with HeR the QE vector only serves as the heat source
-                    final, scores = snap.search(source, k, allowed)
-                    scores = scores.astype(np.float64)
+                    final = snap.search(source, k, filters)
+                    scores = final.sims.astype(np.float64)
             if plan.her:
                 # heat from the (QE) source over the original query's shortlist
-                new, heat = her_rerank(source, vecs, order, plan.her_k, return_heat=True)
-                final = slots[new]
+                new, heat = her_rerank(source, sl.vectors, order, plan.her_k, return_heat=True)
+                final = Shortlist(sl.ids[new], sl.sims[new], sl.vectors[new])
                 if heat is not None and float(heat[0]) > float(heat.min()):
                     # heat is compressed near its top (relevant 1.0-0.97, the rest ~0.94 on a
                     # Paris query): spread it over the shortlist, best 1, last 0, so that the
                     # relevance bars and the cut-off tell relevant from not
                     low = float(heat.min())
                     rel = np.clip((heat - low) / max(float(heat[0]) - low, 1e-300), 0.0, 1.0)
-                    tail = np.minimum(sims[new[len(heat):]], rel[-1]) if len(new) > len(heat) else np.zeros(0)
+                    tail = np.minimum(final.sims[len(heat):], rel[-1]) if len(new) > len(heat) else np.zeros(0)
                     scores = np.concatenate([rel, tail])
                 else:
-                    scores = sims[new].astype(np.float64)
+                    scores = final.sims.astype(np.float64)
         t2 = time.perf_counter()
-        ids = snap.ids[final]
+        ids = final.ids
+        vec_of = {int(i): v for i, v in zip(final.ids[: req.top + 200].tolist(), final.vectors[: req.top + 200])}
         if pinned:
             keep = ~np.isin(ids, pinned)
             ids = np.concatenate([np.asarray(pinned, np.int64), ids[keep]])
             scores = np.concatenate([np.ones(len(pinned)), scores[keep]])
+            lacking = [i for i in pinned if i not in vec_of]
+            if lacking:
+                got, vecs = snap.vectors_of(lacking)
+                vec_of.update({int(i): v for i, v in zip(got.tolist(), vecs)})
         scores = np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
-        slot_of = {int(snap.ids[sl]): int(sl) for sl in final[: req.top + 200]}
-        for i in pinned:
-            if i not in slot_of:
-                slot_of[i] = int(np.nonzero(snap.ids == i)[0][0])
-        hits = self._hits(ids, scores, q, snap, req, set(pinned), slot_of)
+        hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of)
         total = len(hits)
         hits = [h for h in hits if h.score >= req.min_score][: req.top]
         for i, h in enumerate(hits):
@@ -331,7 +299,7 @@ class Searcher:
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
 
-    def _hits(self, ids, scores, q, snap: Snapshot, req: SearchRequest, pinned: set, slot_of: dict) -> list[Hit]:
+    def _hits(self, ids, scores, q, snap, req: SearchRequest, pinned: set, vec_of: dict) -> list[Hit]:
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
         grids = self.svc.heat_grids(ids[: req.top + 50], snap.space)  # the GUI paints them without a query
@@ -348,7 +316,7 @@ class Searcher:
             state = snap.folder_state(r["folder_id"])
             if state == "ok" and not os.path.exists(r["path"]):
                 state = "missing"
-            sim = float(snap.vectors[slot_of[i]] @ q)
+            sim = float(vec_of[i] @ q) if i in vec_of else 0.0
             hits.append(Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned,
                             grids.get(i)))
             if len(hits) >= req.top + 50:

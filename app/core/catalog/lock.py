@@ -1,4 +1,4 @@
-"""One writer per data folder, across processes: an advisory lock on <home>/lock.
+"""One writer per SQLite library, across processes: an advisory file lock on <home>/lock.
 
 The holder writes who it is (pid, host, command, since) into the file, so a second process can
 say who is using the library. The OS drops the lock when the holder exits or is killed, so there
@@ -60,12 +60,7 @@ class LibraryLock:
             return {}
 
     def describe_holder(self) -> str:
-        h = self.holder()
-        if not h:
-            return "another HeatSearch process"
-        since = time.strftime("%H:%M", time.localtime(h.get("since", time.time())))
-        where = "" if h.get("host") == socket.gethostname() else f" on {h.get('host')}"
-        return f"HeatSearch (pid {h.get('pid')}{where}, '{h.get('command', '?')}', since {since})"
+        return describe(self.holder())
 
     def acquire(self, wait: float = 0.0, on_wait: Callable[[str], None] | None = None,
                 cancelled: Callable[[], bool] | None = None) -> None:
@@ -83,10 +78,9 @@ class LibraryLock:
                 told = True
             time.sleep(0.2)
         self._fd = fd
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_command()), "since": time.time()}
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, json.dumps(info).encode())
+        os.write(fd, json.dumps(whoami()).encode())
 
     def release(self) -> None:
         if self._fd is not None:
@@ -95,6 +89,20 @@ class LibraryLock:
             finally:
                 os.close(self._fd)
                 self._fd = None
+
+
+def whoami() -> dict:
+    """What a writer says about itself: pid, host, command line (shortened) and since when."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_command()), "since": time.time()}
+
+
+def describe(h: dict) -> str:
+    """A holder record in words: "HeatSearch (pid 1234 on nas, 'heatsearch index ...', since 14:02)"."""
+    if not h:
+        return "another HeatSearch process"
+    since = time.strftime("%H:%M", time.localtime(h.get("since", time.time())))
+    where = "" if h.get("host") == socket.gethostname() else f" on {h.get('host')}"
+    return f"HeatSearch (pid {h.get('pid')}{where}, '{h.get('command', '?')}', since {since})"
 
 
 def _command() -> list[str]:

@@ -1,0 +1,459 @@
+"""What only a PostgreSQL catalog does: its engine (psycopg 3 + pgvector), one-line errors for a
+server that cannot be reached, a wrong password or a missing database, the advisory lock that
+keeps one writer per library across machines, and the searched vectors in pgvector tables.
+
+Vectors: one table per space and whitening version, `vec_s<space>_w<version>` (image_id, space_id,
+emb vector(D)), holding the whitened unit vector of every searchable photo with a descriptor in
+that space. Its rows are written inside the same transactions as the catalog rows they follow
+(`vectors_added`, `vectors_hidden`, `vectors_restored`; deletions cascade from `descriptors`), so
+a reader never sees a half batch and a table that exists is always exact. A refit builds the next
+version's table beside the old one; the space row switches to it in one commit.
+Search: exact (a sequential scan) while the library is small, pgvector's HNSW index above the
+same size the file backend switches at; filters in SQL with iterative index scans.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine, make_url
+
+from ..errors import CatalogError, LibraryBusyError
+from .lock import describe, whoami
+
+LOCK_KEY = 0x4865_6174  # pg_advisory_lock key of the writer ("Heat")
+CONNECT_TIMEOUT_S = int(os.environ.get("HEATSEARCH_PG_CONNECT_TIMEOUT", "10"))
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+EF_SEARCH_MAX = 1000  # pgvector's limit; iterative scans go on beyond it
+VECTOR_TYPE = os.environ.get("HEATSEARCH_PG_VECTOR", "vector")  # vector | halfvec (README: "Large libraries")
+
+
+def normalise_url(url: str) -> str:
+    """postgres://, postgresql:// or postgresql+psycopg:// -> the psycopg 3 driver URL."""
+    scheme, rest = url.split("://", 1)
+    return f"postgresql+psycopg://{rest}" if scheme.lower() in ("postgres", "postgresql", "postgresql+psycopg") else url
+
+
+def mask(url: str) -> str:
+    """A URL for messages: the password replaced by ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot parse is shown as given, without userinfo
+        return re.sub(r"//[^@/]*@", "//***@", url)
+
+
+def vec_table(space_id: int, white_version: int) -> str:
+    return f"vec_s{int(space_id)}_w{int(white_version)}"
+
+
+class PostgresDialect:
+    name = "postgresql"
+    stores_vectors = True
+
+    def __init__(self, url: str):
+        import psycopg
+
+        self.url = normalise_url(url)
+        self.driver_errors = (psycopg.Error,)
+        self._whitenings: dict[tuple[int, int], object] = {}
+
+    @property
+    def where(self) -> str:
+        return mask(self.url)
+
+    # ---- connecting --------------------------------------------------------------------------------
+    def engine(self, read_only: bool) -> Engine:
+        from pgvector.psycopg import register_vector
+
+        args = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "heatsearch"}
+        if read_only:
+            args["options"] = "-c default_transaction_read_only=on"
+        if not read_only:  # the extension must exist before its types can be registered
+            boot = create_engine(self.url, connect_args=args, poolclass=_null_pool())
+            with boot.begin() as c:
+                c.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS vector")
+            boot.dispose()
+        engine = create_engine(self.url, connect_args=args, pool_pre_ping=True, pool_size=4, max_overflow=8)
+
+        @event.listens_for(engine, "connect")
+        def _register(dbapi_conn, _record):
+            try:
+                register_vector(dbapi_conn)
+            except Exception:  # noqa: BLE001 - a database without pgvector yet: only a writer creates it
+                pass
+            dbapi_conn.commit()
+
+        return engine
+
+    def check(self) -> None:
+        """Reach the server once with a short timeout (one line when it cannot be reached)."""
+        import psycopg
+
+        try:
+            plain = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
+            with psycopg.connect(plain, connect_timeout=CONNECT_TIMEOUT_S, application_name="heatsearch") as con:
+                con.execute("SELECT 1")
+        except psycopg.Error as e:
+            raise self.explain(e) from e
+
+    def is_lock_error(self, e: Exception) -> bool:
+        code = getattr(getattr(e, "orig", e), "sqlstate", None)
+        return code in ("55P03", "40P01", "40001")
+
+    def explain(self, e: Exception) -> CatalogError:
+        """One line saying what is wrong and what to do."""
+        orig = getattr(e, "orig", e)
+        msg = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+        low = str(orig).lower()
+        where = self.where
+        if "password authentication failed" in low or "no password supplied" in low:
+            return CatalogError(f"the PostgreSQL server refused the user or password in {where}; check them "
+                                "(`heatsearch server status` prints the URL of a server HeatSearch started)")
+        if "does not exist" in low and "database" in low:
+            return CatalogError(f"the database in {where} does not exist; create it (createdb) or use the URL that "
+                                "`heatsearch server start` printed")
+        if "role" in low and "does not exist" in low:
+            return CatalogError(f"the PostgreSQL user in {where} does not exist; check the URL")
+        if any(w in low for w in ("connection refused", "no such file or directory", "could not connect",
+                                  "timeout expired", "could not translate host name", "connection is bad",
+                                  "server closed the connection", "terminating connection")):
+            return CatalogError(f"cannot reach the PostgreSQL server of {where}: is it running and reachable from "
+                                "here? (`heatsearch server start` runs one)")
+        if 'extension "vector"' in low or "type \"vector\" does not exist" in low:
+            return CatalogError(f"the PostgreSQL server of {where} has no pgvector extension; install pgvector there, "
+                                "or use `heatsearch server start` (it ships with it)")
+        if "read-only transaction" in low:
+            return CatalogError(f"the library {where} is open read-only here")
+        if self.is_lock_error(e):
+            return CatalogError(f"the library {where} is locked by another program; wait and try again")
+        return CatalogError(f"the PostgreSQL library {where} cannot be used: {msg[:200]}")
+
+    def compact(self, engine: Engine) -> bool:
+        return False  # autovacuum gives dead rows back; nothing to do by hand
+
+    def writer_lock(self, engine: Engine) -> "AdvisoryLock":
+        return AdvisoryLock(engine, self.where)
+
+    def prepare_schema(self, engine: Engine) -> None:
+        """Indexes only PostgreSQL needs: prefix search on paths (folder filters), dates."""
+        with engine.begin() as c:
+            c.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_images_path_prefix ON images (path text_pattern_ops)")
+            c.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_images_taken ON images (taken)")
+
+    # ---- vectors inside the catalog's transactions --------------------------------------------------
+    def _whitening(self, conn, space_id: int):
+        """(table, Whitening) of a space's current version, or None when its table does not exist."""
+        from ..aggregate.descriptor import Whitening
+
+        row = conn.exec_driver_sql("SELECT white_version, white_dim, channels, white_mean, white_proj FROM spaces "
+                                   "WHERE id = %(id)s", {"id": int(space_id)}).first()
+        if row is None:
+            return None
+        version, dim, channels, mean, proj = row
+        table = vec_table(space_id, version)
+        if not _exists(conn, table):
+            return None
+        key = (int(space_id), int(version))
+        if key not in self._whitenings:
+            self._whitenings[key] = (Whitening(np.frombuffer(mean, np.float64), np.frombuffer(proj, np.float64)
+                                               .reshape(dim, channels)) if dim else Whitening.identity(channels))
+        return table, self._whitenings[key]
+
+    def vectors_added(self, s, space_id: int, ids: list[int], raws: list[bytes]) -> None:
+        conn = s.connection()
+        found = self._whitening(conn, space_id)
+        if found is None or not ids:
+            return
+        table, w = found
+        vecs = w.apply(np.stack([np.frombuffer(r, np.float32) for r in raws]))
+        _upsert(conn, table, space_id, ids, vecs)
+
+    def vectors_hidden(self, s, ids: list[int]) -> None:
+        conn = s.connection()
+        for table in _vector_tables(conn):
+            for chunk in _chunks(ids, 5000):
+                conn.exec_driver_sql(f"DELETE FROM {table} WHERE image_id = ANY(%(ids)s)", {"ids": [int(i) for i in chunk]})
+
+    def vectors_restored(self, s, ids: list[int]) -> None:
+        conn = s.connection()
+        for sid in [r[0] for r in conn.exec_driver_sql("SELECT id FROM spaces")]:
+            found = self._whitening(conn, sid)
+            if found is None:
+                continue
+            table, w = found
+            for chunk in _chunks(ids, 5000):
+                rows = conn.exec_driver_sql("SELECT image_id, raw FROM descriptors WHERE space_id = %(s)s AND "
+                                            "image_id = ANY(%(ids)s)", {"s": sid, "ids": [int(i) for i in chunk]}).all()
+                if rows:
+                    vecs = w.apply(np.stack([np.frombuffer(r, np.float32) for _, r in rows]))
+                    _upsert(conn, table, sid, [i for i, _ in rows], vecs)
+
+    def drop_vectors(self, engine: Engine, space_ids: list[int]) -> None:
+        with engine.begin() as c:
+            for table in _vector_tables(c):
+                if int(table.split("_")[1][1:]) in set(map(int, space_ids)):
+                    c.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+
+    # ---- building and searching (the writer's ServerIndex and the readers' snapshots) ----------------
+    def build_vectors(self, engine: Engine, space_id: int, white_version: int, dim: int, chunks,
+                      cancelled: Callable[[], bool] | None = None, ann: bool = False) -> str | None:
+        """Create (replacing) the table of (space, version) from `chunks` of (ids, whitened (m, D)
+        float32) by binary COPY, then its HNSW index when `ann`. Returns the table, or None when
+        cancelled (nothing left behind)."""
+        table = vec_table(space_id, white_version)
+        with engine.connect() as c:
+            with c.begin():
+                c.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+                c.exec_driver_sql(
+                    f"CREATE TABLE {table} (image_id BIGINT PRIMARY KEY, space_id BIGINT NOT NULL DEFAULT {int(space_id)}, "
+                    f"emb {VECTOR_TYPE}({int(dim)}) NOT NULL, FOREIGN KEY (image_id, space_id) "
+                    "REFERENCES descriptors (image_id, space_id) ON DELETE CASCADE)")
+            raw = c.connection.driver_connection
+            for ids, vecs in chunks:
+                if cancelled is not None and cancelled():
+                    with c.begin():
+                        c.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+                    return None
+                with c.begin():
+                    with raw.cursor() as cur, cur.copy(f"COPY {table} (image_id, emb) FROM STDIN WITH (FORMAT BINARY)") as cp:
+                        cp.set_types(["int8", VECTOR_TYPE])
+                        for i, v in zip(np.asarray(ids).tolist(), np.asarray(vecs, np.float32)):
+                            cp.write_row((i, v if VECTOR_TYPE == "vector" else _half(v)))
+            if ann:
+                self.build_ann(c, table)
+        return table
+
+    def build_ann(self, c, table: str) -> None:
+        """pgvector's HNSW index over a vector table (inner product), with parallel maintenance
+        workers where the server has cores."""
+        ops = "vector_ip_ops" if VECTOR_TYPE == "vector" else "halfvec_ip_ops"
+        with c.begin():
+            c.exec_driver_sql("SET LOCAL maintenance_work_mem = '1GB'")
+            c.exec_driver_sql(f"SET LOCAL max_parallel_maintenance_workers = {max(0, (os.cpu_count() or 1) - 1)}")
+            c.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (emb {ops}) "
+                              f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
+
+    def has_ann(self, engine: Engine, table: str) -> bool:
+        with engine.connect() as c:
+            return c.exec_driver_sql("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": f"{table}_hnsw"}).scalar()
+
+    def drop_table(self, engine: Engine, table: str) -> None:
+        with engine.begin() as c:
+            c.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+
+    def table_exists(self, engine: Engine, table: str) -> bool:
+        with engine.connect() as c:
+            return _exists(c, table)
+
+    def count(self, engine: Engine, table: str) -> int:
+        with engine.connect() as c:
+            return int(c.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar())
+
+    def search(self, engine: Engine, table: str, q: np.ndarray, k: int, exact: bool, ef: int,
+               where_sql: str = "", params: dict | None = None, scan_tuples: int = 20_000
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top k of `table` for the unit query `q` (D,): (ids (k,) int64, sims (k,) float32,
+        vectors (k, D) float32), best first by exact similarity. `where_sql` restricts the rows
+        (the photo table is `i`); exact: a sequential scan; else HNSW at beam `ef`, iterative."""
+        join = " JOIN images i ON i.id = v.image_id" if where_sql else ""
+        cast = "::halfvec" if VECTOR_TYPE == "halfvec" else ""
+        # exact: an ORDER BY expression the HNSW index cannot serve (a scan of every row, exact
+        # top k), while the join may still use the b-tree indexes
+        order = f"(v.emb <#> %(q)s{cast}) + 0" if exact else f"v.emb <#> %(q)s{cast}"
+        sql = (f"SELECT v.image_id, v.emb{'::vector' if cast else ''} FROM {table} v{join}"
+               f"{' WHERE ' + where_sql if where_sql else ''} ORDER BY {order} LIMIT %(k)s")
+        with engine.connect() as c, c.begin():
+            if not exact:
+                c.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(min(max(ef, 10), EF_SEARCH_MAX))}")
+                c.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                c.exec_driver_sql(f"SET LOCAL hnsw.max_scan_tuples = {int(scan_tuples)}")
+            raw = c.connection.driver_connection
+            with raw.cursor(binary=True) as cur:
+                cur.execute(sql, {"q": np.asarray(q, np.float32), "k": int(k), **(params or {})})
+                rows = cur.fetchall()
+        ids, vecs = _rows(rows, len(q))
+        sims = vecs @ np.asarray(q, np.float32)
+        order = np.argsort(-sims, kind="stable")  # an iterative scan returns them in relaxed order
+        return ids[order], sims[order], vecs[order]
+
+    def search_filtered(self, engine: Engine, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters,
+                        n_alive: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`search` restricted by folder and date filters: a filter that leaves few photos is
+        searched exactly; otherwise the HNSW scan goes on (iteratively) until k rows pass."""
+        if filters is None or not filters.active:
+            return self.search(engine, table, q, k, exact, ef)
+        from ..index.vectors import EXACT_MAX_WORK
+        from ..library import paths
+
+        conds, params = ["i.status = 'indexed'"], {}
+        if filters.after is not None:
+            conds.append("i.taken >= %(after)s")
+            params["after"] = float(filters.after)
+        if filters.before is not None:
+            conds.append("i.taken < %(before)s")
+            params["before"] = float(filters.before)
+        if filters.folders:
+            ors = []
+            for n, f in enumerate(filters.folders):
+                f = paths.to_db(f).rstrip("/\\") or "/"
+                esc = f.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                params[f"f{n}"], params[f"l{n}"] = f, esc + ("" if esc.endswith("/") else "/") + "%"
+                ors.append(f"(i.path = %(f{n})s OR i.path LIKE %(l{n})s ESCAPE '\\')")
+            conds.append("(" + " OR ".join(ors) + ")")
+        where = " AND ".join(conds)
+        with engine.connect() as c:
+            with c.connection.driver_connection.cursor() as cur:
+                cur.execute(f"SELECT count(*) FROM images i WHERE {where}", params)
+                allowed = int(cur.fetchone()[0])
+            c.rollback()
+        if allowed == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, len(q)), np.float32)
+        exact = exact or allowed * len(q) <= EXACT_MAX_WORK
+        scan = int(min(2_000_000, max(20_000, 3 * k * max(n_alive, allowed) / allowed)))
+        return self.search(engine, table, q, k, exact, ef, where, params, scan)
+
+    def vectors_of(self, engine: Engine, table: str, ids: list[int], dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids found (m,), their vectors (m, D)) in the order of `ids`."""
+        if not ids:
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        cast = "::vector" if VECTOR_TYPE == "halfvec" else ""
+        with engine.connect() as c:
+            raw = c.connection.driver_connection
+            with raw.cursor(binary=True) as cur:
+                cur.execute(f"SELECT image_id, emb{cast} FROM {table} WHERE image_id = ANY(%(ids)s)", {"ids": [int(i) for i in ids]})
+                rows = cur.fetchall()
+            c.rollback()
+        got, vecs = _rows(rows, dim)
+        order = {int(i): n for n, i in enumerate(got)}
+        keep = [order[int(i)] for i in ids if int(i) in order]
+        return got[keep], vecs[keep]
+
+    def iter_vectors(self, engine: Engine, table: str, dim: int, chunk: int = 20_000):
+        """(ids, vectors) of the whole table in chunks, by id (duplicates, exports)."""
+        cast = "::vector" if VECTOR_TYPE == "halfvec" else ""
+        last = -1
+        while True:
+            with engine.connect() as c:
+                raw = c.connection.driver_connection
+                with raw.cursor(binary=True) as cur:
+                    cur.execute(f"SELECT image_id, emb{cast} FROM {table} WHERE image_id > %(a)s ORDER BY image_id LIMIT %(n)s",
+                                {"a": last, "n": chunk})
+                    rows = cur.fetchall()
+                c.rollback()
+            if not rows:
+                return
+            ids, vecs = _rows(rows, dim)
+            last = int(ids[-1])
+            yield ids, vecs
+
+
+class AdvisoryLock:
+    """One writer per PostgreSQL library, across machines: a session-level advisory lock held on
+    its own connection for as long as the writer lives (the server drops it when that connection
+    ends, so a killed writer leaves no stale lock). The holder says who it is in meta.writer."""
+
+    def __init__(self, engine: Engine, where: str):
+        self.engine = engine
+        self.where = where
+        self._conn = None
+        self._mutex = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None
+
+    def holder(self) -> dict:
+        import json
+
+        try:
+            with self.engine.connect() as c:
+                v = c.exec_driver_sql("SELECT value FROM meta WHERE key = 'writer'").scalar()
+            return json.loads(v) if v else {}
+        except Exception:  # noqa: BLE001 - only for a message
+            return {}
+
+    def describe_holder(self) -> str:
+        return describe(self.holder())
+
+    def acquire(self, wait: float = 0.0, on_wait: Callable[[str], None] | None = None,
+                cancelled: Callable[[], bool] | None = None) -> None:
+        import json
+
+        conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        deadline = time.monotonic() + wait
+        told = False
+        while not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({LOCK_KEY})").scalar():
+            if time.monotonic() >= deadline or (cancelled and cancelled()):
+                conn.close()
+                raise LibraryBusyError(f"the library {self.where} is in use by {self.describe_holder()}")
+            if not told and on_wait:
+                on_wait(self.describe_holder())
+                told = True
+            time.sleep(0.5)
+        conn.exec_driver_sql("INSERT INTO meta (key, value) VALUES ('writer', %(v)s) ON CONFLICT (key) DO UPDATE "
+                             "SET value = EXCLUDED.value", {"v": json.dumps(whoami())})
+        self._conn = conn
+
+    def release(self) -> None:
+        with self._mutex:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({LOCK_KEY})")
+            except Exception:  # noqa: BLE001 - closing the connection releases it anyway
+                pass
+            finally:
+                conn.close()
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+def _null_pool():
+    from sqlalchemy.pool import NullPool
+
+    return NullPool
+
+
+def _exists(conn, table: str) -> bool:
+    return bool(conn.exec_driver_sql("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": table}).scalar())
+
+
+def _vector_tables(conn) -> list[str]:
+    return [r[0] for r in conn.exec_driver_sql(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'vec\\_s%%\\_w%%'")]
+
+
+def _upsert(conn, table: str, space_id: int, ids, vecs: np.ndarray) -> None:
+    raw = conn.connection.driver_connection
+    cast = "::halfvec" if VECTOR_TYPE == "halfvec" else ""
+    with raw.cursor() as cur:
+        cur.executemany(f"INSERT INTO {table} (image_id, space_id, emb) VALUES (%s, %s, %s{cast}) "
+                        "ON CONFLICT (image_id) DO UPDATE SET emb = EXCLUDED.emb",
+                        [(int(i), int(space_id), np.asarray(v, np.float32)) for i, v in zip(ids, vecs)])
+
+
+def _half(v: np.ndarray):
+    from pgvector import HalfVector
+
+    return HalfVector(np.asarray(v, np.float16))
+
+
+def _rows(rows, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids (m,) int64, vectors (m, D) float32) of (image_id, Vector) rows."""
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+    ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    vecs = np.stack([r[1].to_numpy() if hasattr(r[1], "to_numpy") else np.asarray(r[1], np.float32) for r in rows])
+    return ids, vecs.astype(np.float32, copy=False)
+
+
+def _chunks(seq, n):
+    seq = list(seq)
+    for i in range(0, len(seq), n):
+        yield seq[i: i + n]

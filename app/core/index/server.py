@@ -1,0 +1,102 @@
+"""The searched vectors of one space of a PostgreSQL library: a pgvector table the catalog keeps
+exact inside its own transactions (catalog/postgres.py). The writer only builds it (at first use,
+or for a new whitening) and adds its HNSW index when the library crosses the exact-search size;
+readers query it through ServerSnapshots and never hold the vectors.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..aggregate.descriptor import Whitening
+from ..catalog.records import SpaceRow
+from ..errors import Cancelled
+from .vectors import choose_backend
+
+
+class ServerIndex:
+    backend_kind = "server"
+
+    def __init__(self, catalog, space: SpaceRow, whitening: Whitening, log: Callable[[str], None],
+                 version: int | None = None):
+        self.catalog = catalog
+        self.space = space
+        self.whitening = whitening
+        self.log = log
+        self.version = space.info.white_version if version is None else version
+        self.table = catalog.vector_table(space.id, self.version)
+        self.saved_generation = -1
+        self._alive = 0
+
+    def _chunks(self, whitening: Whitening):
+        ids = self.catalog.live_ids(self.space.id)
+        for s in range(0, len(ids), 5000):
+            chunk = ids[s: s + 5000]
+            yield chunk, whitening.apply(self.catalog.raw_descriptors(chunk, self.space.id, self.space.info.channels))
+
+    def load(self, generation: int, cancelled=None) -> None:
+        """The table when it exists (the catalog keeps it exact); built from the raw descriptors
+        when it does not (a new space, or one created by an older HeatSearch)."""
+        if not self.catalog.vector_table_exists(self.table):
+            n = len(self.catalog.live_ids(self.space.id))
+            if n:
+                self.log(f"building the server's search table for {n} photos")
+            if self.catalog.build_vectors(self.space.id, self.version, self.whitening.dim, self._chunks(self.whitening),
+                                          cancelled, ann=choose_backend(n, self.whitening.dim) == "hnsw") is None:
+                raise Cancelled("building the search table was cancelled")
+        self._alive = self.catalog.count_vectors(self.table)
+
+    def rebuild(self, cancelled=None) -> None:
+        self.catalog.drop_vector_table(self.table)
+        self.load(-1, cancelled)
+
+    def apply(self, added, killed) -> None:
+        self._alive = max(0, self._alive + len(added) - len(set(killed) - {i for i, _ in added}))
+
+    def hide(self, ids) -> None:
+        self._alive = self.catalog.count_vectors(self.table)
+
+    restore = hide
+
+    def refit(self, whitening: Whitening, cancelled=None) -> "ServerIndex | None":
+        """The table of the next whitening version, built beside the searched one; the catalog's
+        commit of the new whitening makes it the searched one."""
+        out = ServerIndex(self.catalog, self.space, whitening, self.log, version=self.version + 1)
+        n = len(self.catalog.live_ids(self.space.id))
+        if self.catalog.build_vectors(self.space.id, out.version, whitening.dim, self._chunks(whitening), cancelled,
+                                      ann=choose_backend(n, whitening.dim) == "hnsw") is None:
+            return None
+        out._alive = self.catalog.count_vectors(out.table)
+        return out
+
+    def maintain(self, cancelled=None) -> None:
+        self._alive = self.catalog.count_vectors(self.table)
+        if choose_backend(self._alive, self.whitening.dim) == "hnsw" and not self.catalog.vector_ann_exists(self.table):
+            self.log(f"building the server's search graph for {self._alive} photos")
+            self.catalog.build_vector_ann(self.table)
+
+    def save(self, generation: int, force: bool = False) -> bool:
+        self.saved_generation = generation
+        return False  # nothing to write: the database is the truth
+
+    def remove_files(self) -> None:
+        self.catalog.drop_vector_table(self.table)
+
+    def with_space(self, space: SpaceRow) -> None:
+        self.space = space
+
+    @property
+    def alive(self) -> int:
+        return self._alive
+
+    @property
+    def backend(self) -> str:
+        return "pgvector-hnsw" if self.catalog.vector_ann_exists(self.table) else "pgvector-exact"
+
+    def live_ids(self) -> np.ndarray:
+        return self.catalog.live_ids(self.space.id)
+
+    def snapshot_parts(self) -> dict:
+        return {"catalog": self.catalog, "table": self.table, "n_alive": self._alive,
+                "ann": self.catalog.vector_ann_exists(self.table)}

@@ -1,0 +1,119 @@
+"""Indexing as a producer: a pure function from (file, model, centring mean) to a Record.
+
+    rec = produce(info, extractor, mu, params)        # decode + CNN + HeW + signatures
+
+No library, catalog or service behind it: the laptop's indexer runs its two halves (`decode_file`
+in a thread pool, `describe_decoded` after the engine on the writer thread) and a Ray worker on
+another machine runs `produce` itself; both hand Records to the library's one writer.
+
+Never raises for a bad file: every failure becomes `Record.error` (with `retry` when the cause is
+this machine rather than the file). A model that gives no usable features (all zeros, not finite:
+a damaged model file) never yields a descriptor.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+from PIL import Image as PILImage
+
+from ..catalog.records import Record
+from ..describe import HewParams, describe_features
+from ..errors import ImageError
+from ..features.preprocess import Prepared, prepare
+from ..imageio import MAX_PIXELS, check_content, decode, file_digest, image_size, sharpness
+from ..signature import dihedral_phash, thumb
+from .scan import FileInfo
+
+HEADER_FIRST = 16 << 20  # files larger than this are checked from their header before being read
+BIG_FILE = 8 << 20
+_big = threading.Semaphore(1)  # decodes of files over 8 MB run one at a time (memory)
+
+
+@dataclass
+class Decoded:
+    """A file read and prepared for the CNN (or the reason it could not be). prepared: the
+    model's input; None when the file failed, or when `reuse_of` names a catalog row with the
+    same bytes (no CNN needed)."""
+
+    info: FileInfo
+    digest: str = ""
+    prepared: Prepared | None = None
+    orig_size: tuple[int, int] = (0, 0)
+    taken: float = 0.0
+    sharp: float = 0.0
+    phash: int = 0
+    thumb: bytes = b""
+    reuse_of: int | None = None
+    error: str = ""
+    retry: bool = False
+
+
+def decode_file(info: FileInfo, max_side: int, mean, std, reuse: Mapping[str, int] | None = None) -> Decoded:
+    """Stream the file's digest; decode and prepare it only when no stored descriptor has these
+    bytes (`reuse`: digest -> catalog id). Thread-safe; never raises."""
+    try:
+        if info.size > HEADER_FIRST:
+            image_size(info.path)  # the header first: a huge file that is not a photo is never read whole
+        digest = file_digest(info.path)
+        if reuse and digest in reuse:
+            return Decoded(info, digest, reuse_of=reuse[digest], taken=info.mtime_ns / 1e9)
+        big = info.size > BIG_FILE
+        if big:
+            _big.acquire()
+        try:
+            photo = decode(info.path, MAX_PIXELS, draft_side=max_side)
+        finally:
+            if big:
+                _big.release()
+        small = photo.image.copy()
+        small.thumbnail((256, 256), PILImage.BILINEAR)  # one small copy for the cheap signatures
+        check_content(small)
+        prepared = prepare(photo.image, photo.orig_size, max_side, mean, std)
+        return Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(small),
+                       dihedral_phash(small), thumb(small))
+    except ImageError as e:
+        return Decoded(info, error=str(e), retry=e.retry)
+    except MemoryError:
+        return Decoded(info, error="not enough memory to decode this image", retry=True)
+    except Exception as e:  # noqa: BLE001 - whatever a decoder throws, the run goes on
+        return Decoded(info, error=f"cannot decode: {type(e).__name__}: {str(e)[:160]}")
+
+
+def usable(features: np.ndarray) -> bool:
+    """Whether a (C, h, w) feature map can be described: finite, and not all zero (a damaged or
+    swapped model gives zeros or NaN for every photo)."""
+    return bool(np.isfinite(features).all()) and bool(features.any())
+
+
+def describe_decoded(d: Decoded, features: np.ndarray | None, mu: np.ndarray, params: HewParams) -> Record:
+    """The Record of a decoded file, `features` ((C, h, w) float32 >= 0) being the model's map of
+    its prepared input (None when it needed none)."""
+    i = d.info
+    rec = Record(i.path, i.folder_id, i.size, i.mtime_ns, d.digest, d.error, d.retry, d.reuse_of)
+    if d.error or d.reuse_of is not None:
+        return rec
+    if features is None or not usable(features):
+        rec.error, rec.retry = "the model gave no usable features for this photo (is its model file damaged?)", True
+        return rec
+    desc = describe_features(np.ascontiguousarray(features.transpose(1, 2, 0)), mu, params)
+    if not np.isfinite(desc.raw).all() or not desc.raw.any():
+        rec.error, rec.retry = "the model gave no usable features for this photo (is its model file damaged?)", True
+        return rec
+    rec.raw = desc.raw.astype(np.float32)
+    rec.grid = (desc.weights / max(float(desc.weights.max()), 1e-12)).astype(np.float16)
+    rec.width, rec.height = d.orig_size
+    rec.taken, rec.sharpness, rec.phash, rec.thumb = d.taken, d.sharp, d.phash, d.thumb
+    return rec
+
+
+def produce(info: FileInfo, extractor, mu: np.ndarray, params: HewParams, reuse: Mapping[str, int] | None = None) -> Record:
+    """file -> Record: decode, the extractor's CNN pass, HeW, signatures. `extractor` is an
+    `features.extractor.Extractor` (the model spec made runnable)."""
+    bb = extractor.backbone
+    d = decode_file(info, extractor.max_side, bb.mean, bb.std, reuse)
+    features = extractor.forward([d.prepared.array])[0] if d.prepared is not None else None
+    d.prepared = None
+    return describe_decoded(d, features, mu, params)
