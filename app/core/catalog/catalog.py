@@ -43,8 +43,11 @@ def dialect_for(location):
     if is_url(location):
         scheme = location.split("://", 1)[0].lower()
         if scheme.startswith("postgres"):
-            from .postgres import PostgresDialect
-
+            try:
+                from .postgres import PostgresDialect
+            except ImportError as e:
+                raise InputError(f"a PostgreSQL library needs the scale packages ({e.name} is missing): "
+                                 "pip install 'heatsearch[scale]'") from e
             return PostgresDialect(location)
         if scheme == "sqlite":
             from .sqlite import SqliteDialect
@@ -192,7 +195,7 @@ class Catalog:
         """Run a read `fn`, turning a database failure into the dialect's one-line CatalogError."""
         try:
             return fn(*a, **kw)
-        except CatalogError:
+        except CatalogError:  # StaleSnapshotError included: the caller takes a fresh snapshot
             raise
         except (SQLAlchemyError, *self.dialect.driver_errors) as e:
             raise self.dialect.explain(e) from e
@@ -666,6 +669,9 @@ class Catalog:
 
     def drop_vector_table(self, table: str) -> None:
         self._server().drop_table(self.engine, table)
+
+    def drop_old_vector_tables(self, space_id: int, keep_from: int) -> None:
+        self._server().drop_old_tables(self.engine, space_id, keep_from)
 
     def search_vectors(self, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters=None, n_alive: int = 0
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -20,10 +20,11 @@ import time
 from typing import Callable
 
 import numpy as np
-from sqlalchemy import create_engine, event, text
+import psycopg
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
-from ..errors import CatalogError, LibraryBusyError
+from ..errors import CatalogError, LibraryBusyError, StaleSnapshotError
 from .lock import describe, whoami
 
 LOCK_KEY = 0x4865_6174  # pg_advisory_lock key of the writer ("Heat")
@@ -57,8 +58,6 @@ class PostgresDialect:
     stores_vectors = True
 
     def __init__(self, url: str):
-        import psycopg
-
         self.url = normalise_url(url)
         self.driver_errors = (psycopg.Error,)
         self._whitenings: dict[tuple[int, int], object] = {}
@@ -93,8 +92,6 @@ class PostgresDialect:
 
     def check(self) -> None:
         """Reach the server once with a short timeout (one line when it cannot be reached)."""
-        import psycopg
-
         try:
             plain = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
             with psycopg.connect(plain, connect_timeout=CONNECT_TIMEOUT_S, application_name="heatsearch") as con:
@@ -243,6 +240,15 @@ class PostgresDialect:
         with engine.connect() as c:
             return c.exec_driver_sql("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": f"{table}_hnsw"}).scalar()
 
+    def drop_old_tables(self, engine: Engine, space_id: int, keep_from: int) -> None:
+        """Drop the space's vector tables of whitening versions below `keep_from` (the previous
+        version is kept a while: a reader may still hold a snapshot of it)."""
+        with engine.begin() as c:
+            for table in _vector_tables(c):
+                sid, ver = (int(x[1:]) for x in table.split("_")[1:3])
+                if sid == int(space_id) and ver < keep_from:
+                    c.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+
     def drop_table(self, engine: Engine, table: str) -> None:
         with engine.begin() as c:
             c.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
@@ -275,7 +281,10 @@ class PostgresDialect:
                 c.exec_driver_sql(f"SET LOCAL hnsw.max_scan_tuples = {int(scan_tuples)}")
             raw = c.connection.driver_connection
             with raw.cursor(binary=True) as cur:
-                cur.execute(sql, {"q": np.asarray(q, np.float32), "k": int(k), **(params or {})})
+                try:
+                    cur.execute(sql, {"q": np.asarray(q, np.float32), "k": int(k), **(params or {})})
+                except psycopg.errors.UndefinedTable as e:
+                    raise StaleSnapshotError(f"the search table {table} was replaced") from e
                 rows = cur.fetchall()
         ids, vecs = _rows(rows, len(q))
         sims = vecs @ np.asarray(q, np.float32)
@@ -326,7 +335,11 @@ class PostgresDialect:
         with engine.connect() as c:
             raw = c.connection.driver_connection
             with raw.cursor(binary=True) as cur:
-                cur.execute(f"SELECT image_id, emb{cast} FROM {table} WHERE image_id = ANY(%(ids)s)", {"ids": [int(i) for i in ids]})
+                try:
+                    cur.execute(f"SELECT image_id, emb{cast} FROM {table} WHERE image_id = ANY(%(ids)s)",
+                                {"ids": [int(i) for i in ids]})
+                except psycopg.errors.UndefinedTable as e:
+                    raise StaleSnapshotError(f"the search table {table} was replaced") from e
                 rows = cur.fetchall()
             c.rollback()
         got, vecs = _rows(rows, dim)
@@ -356,7 +369,9 @@ class PostgresDialect:
 class AdvisoryLock:
     """One writer per PostgreSQL library, across machines: a session-level advisory lock held on
     its own connection for as long as the writer lives (the server drops it when that connection
-    ends, so a killed writer leaves no stale lock). The holder says who it is in meta.writer."""
+    ends, so a killed writer leaves no stale lock). The holder says who it is in the connection's
+    application_name, which the server shows beside the lock (pg_locks + pg_stat_activity), so
+    the description is always of the current holder."""
 
     def __init__(self, engine: Engine, where: str):
         self.engine = engine
@@ -369,12 +384,13 @@ class AdvisoryLock:
         return self._conn is not None
 
     def holder(self) -> dict:
-        import json
-
         try:
             with self.engine.connect() as c:
-                v = c.exec_driver_sql("SELECT value FROM meta WHERE key = 'writer'").scalar()
-            return json.loads(v) if v else {}
+                name = c.exec_driver_sql(
+                    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %(k)s AND l.database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database()) LIMIT 1", {"k": LOCK_KEY}).scalar()
+            return _parse_holder(name or "")
         except Exception:  # noqa: BLE001 - only for a message
             return {}
 
@@ -383,21 +399,21 @@ class AdvisoryLock:
 
     def acquire(self, wait: float = 0.0, on_wait: Callable[[str], None] | None = None,
                 cancelled: Callable[[], bool] | None = None) -> None:
-        import json
-
         conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         deadline = time.monotonic() + wait
         told = False
-        while not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({LOCK_KEY})").scalar():
-            if time.monotonic() >= deadline or (cancelled and cancelled()):
-                conn.close()
-                raise LibraryBusyError(f"the library {self.where} is in use by {self.describe_holder()}")
-            if not told and on_wait:
-                on_wait(self.describe_holder())
-                told = True
-            time.sleep(0.5)
-        conn.exec_driver_sql("INSERT INTO meta (key, value) VALUES ('writer', %(v)s) ON CONFLICT (key) DO UPDATE "
-                             "SET value = EXCLUDED.value", {"v": json.dumps(whoami())})
+        try:
+            while not conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({LOCK_KEY})").scalar():
+                if time.monotonic() >= deadline or (cancelled and cancelled()):
+                    raise LibraryBusyError(f"the library {self.where} is in use by {self.describe_holder()}")
+                if not told and on_wait:
+                    on_wait(self.describe_holder())
+                    told = True
+                time.sleep(0.5)
+            conn.exec_driver_sql("SELECT set_config('application_name', %(v)s, false)", {"v": _holder_name(whoami())})
+        except BaseException:
+            conn.close()
+            raise
         self._conn = conn
 
     def release(self) -> None:
@@ -410,6 +426,19 @@ class AdvisoryLock:
                 pass
             finally:
                 conn.close()
+
+
+def _holder_name(h: dict) -> str:
+    """A holder record in PostgreSQL's application_name (63 bytes at most)."""
+    text = f"hs|{h['pid']}|{h['host'][:20]}|{int(h['since'])}|{h['command']}"
+    return text.encode()[:63].decode(errors="ignore")
+
+
+def _parse_holder(name: str) -> dict:
+    parts = name.split("|", 4)
+    if len(parts) != 5 or parts[0] != "hs":
+        return {}
+    return {"pid": parts[1], "host": parts[2], "since": float(parts[3]), "command": parts[4]}
 
 
 # ---- helpers ------------------------------------------------------------------------------------

@@ -83,6 +83,11 @@ class ServerIndex:
     def remove_files(self) -> None:
         self.catalog.drop_vector_table(self.table)
 
+    def retire_older(self) -> None:
+        """After a refit committed: drop all but this version's table and the one before it (a
+        reader's snapshot may still point at that; it refreshes within seconds)."""
+        self.catalog.drop_old_vector_tables(self.space.id, self.version - 1)
+
     def with_space(self, space: SpaceRow) -> None:
         self.space = space
 

@@ -193,6 +193,16 @@ class LibraryService:
     def stats(self) -> dict:
         return self._stats
 
+    def fresh_snapshot(self, timeout: float = 30.0) -> Snapshot:
+        """A snapshot that reflects the catalog now (re-read when another process changed it; the
+        writing process's own snapshot always does)."""
+        if self.read_only and not self._closed and self._thread.is_alive() and threading.current_thread() is not self._thread:
+            try:
+                self.refresh(force=True).result(timeout)
+            except Cancelled:
+                pass
+        return self._snapshot
+
     def wait_ready(self, timeout: float | None = None) -> Snapshot:
         """Block until the first snapshot is published (the open command ran). Raises the open
         error (e.g. missing weights) as a HeatSearchError."""
@@ -379,12 +389,12 @@ class LibraryService:
         self._writable()
         return self.submit("purge", lambda c: self.writer.purge_spaces(force), preempts=True)
 
-    def refresh(self) -> Command:
+    def refresh(self, force: bool = False) -> Command:
         """Re-read the catalog (read-only beside another writer, or a shared library): pick up
         what other processes committed. Cheap when nothing changed."""
 
         def run(cmd):
-            if self.catalog.generation() == self.writer.generation and self.read_only:
+            if not force and self.catalog.generation() == self.writer.generation and self.read_only:
                 self.writer.refresh_folders()
                 return False
             self.writer.reload()

@@ -335,8 +335,8 @@ class LibraryWriter:
         st.row = self.catalog.space_by_id(sp.id)
         new_index.with_space(st.row)
         st.whitening, st.index = w, new_index
-        if old_index.backend_kind == "server":
-            old_index.remove_files()  # the old version's table: no reader is pointed at it any more
+        if new_index.backend_kind == "server":
+            new_index.retire_older()
         self.log(f"whitening {'removed' if w.is_identity else f'fitted on {n} photos (D = {w.dim})'}")
         self.publish()
         self.save(force=True)

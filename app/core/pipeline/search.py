@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 from .. import policy
 from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map
-from ..errors import HeatSearchError, ImageError, InputError
+from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
 from ..imageio import check_box, file_digest, image_size
 from ..library import paths
@@ -188,8 +188,15 @@ class Searcher:
 
     # ---- search ---------------------------------------------------------------------------------
     def search(self, req: SearchRequest) -> SearchResult:
+        """Answer one request on the library's current snapshot. A snapshot of a shared library
+        whose search table another process replaced (a refit) is refreshed once."""
+        try:
+            return self._search(req, self.svc.snapshot())
+        except StaleSnapshotError:
+            return self._search(req, self.svc.fresh_snapshot())
+
+    def _search(self, req: SearchRequest, snap) -> SearchResult:
         t0 = time.perf_counter()
-        snap = self.svc.snapshot()
         if req.path is None and req.image is None:
             raise InputError("a search needs a photo")
         if req.path is not None and not os.path.isfile(req.path):
