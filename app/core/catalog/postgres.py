@@ -42,11 +42,11 @@ def normalise_url(url: str) -> str:
 
 
 def mask(url: str) -> str:
-    """A URL for messages: the password replaced by ***."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - a URL SQLAlchemy cannot parse is shown as given, without userinfo
-        return re.sub(r"//[^@/]*@", "//***@", url)
+    """A URL for messages, as the user would write it: postgresql://user:***@host:port/db?... (the
+    password hidden, no driver name)."""
+    scheme, rest = url.split("://", 1)
+    rest = re.sub(r"^([^@/]*?):[^@/]*@", r"\1:***@", rest) if "@" in rest.split("/", 1)[0] else rest
+    return f"postgresql://{rest}" if scheme.lower().startswith("postgres") else f"{scheme}://{rest}"
 
 
 def vec_table(space_id: int, white_version: int) -> str:

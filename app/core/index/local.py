@@ -50,13 +50,14 @@ class LocalIndex:
                 return
         self.rebuild(cancelled)
 
-    def reconcile(self, since: int) -> None:
+    def reconcile(self, since: int) -> int:
         """Make the store equal the catalog: drop slots of photos no longer searchable in this
         space, re-add descriptors written after `since` (their old slots die), and add any
-        searchable photo the store lacks (e.g. back from missing while another space was active)."""
+        searchable photo the store lacks (e.g. back from missing while another space was active).
+        Reads one consistent state of the catalog; returns its generation."""
         sid = self.space.id
-        live = set(self.catalog.live_ids(sid).tolist())
-        fresh = self.catalog.descriptors_since(sid, since)
+        gen, live_ids, fresh = self.catalog.changes_since(sid, since)
+        live = set(live_ids.tolist())
         have = set(self.store.live_ids().tolist())
         fresh_ids = {i for i, _ in fresh}
         lacking = sorted(live - have - fresh_ids)
@@ -68,6 +69,7 @@ class LocalIndex:
             self.store.append(chunk, self.whitening.apply(self.catalog.raw_descriptors(chunk, sid, self.space.info.channels)))
         self.saved_generation = -1
         self.log(f"search index caught up with the catalog ({len(fresh) + len(lacking)} new, {len(gone)} gone)")
+        return gen
 
     def rebuild(self, cancelled=None) -> None:
         """Every vector again from the catalog's raw descriptors (no CNN)."""

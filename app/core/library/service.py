@@ -140,6 +140,10 @@ class LibraryService:
         self.settings = settings or Settings.load(self.home)
         self.read_only = read_only
         self.catalog = Catalog.connect(location, read_only)
+        if library and not create and not self.catalog.exists():
+            self.catalog.close()
+            raise CatalogError(f"no library at {self.catalog.where}: nothing is indexed there yet "
+                               "(heatsearch index FOLDER --library URL)")
         try:
             self._check_home_not_in_folders()
             self.lock = self.catalog.writer_lock()

@@ -197,7 +197,7 @@ class LibraryWriter:
                 st.row = new
                 st.index.with_space(new)
                 if gen != self.generation and st.index.backend_kind == "local":
-                    st.index.reconcile(self.generation)
+                    gen = st.index.reconcile(self.generation)  # the state it read (it may be newer)
                 elif gen != self.generation:
                     st.index.maintain()
         self.generation = gen
