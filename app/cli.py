@@ -200,7 +200,10 @@ def cmd_index(a) -> int:
     tty = sys.stderr.isatty() and not a.json
     last = None
     try:
-        cmd = svc.index(a.paths, stream=True, verify=a.verify)
+        from .core.pipeline.distributed import parse_path_map
+
+        cmd = svc.index(a.paths, stream=True, verify=a.verify, ray=a.ray, workers=a.workers,
+                        path_map=parse_path_map(a.path_map))
         for ev in cmd.events():
             if ev.kind == "log":
                 print(f"heatsearch: {ev.data}", file=sys.stderr)
@@ -493,6 +496,11 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("paths", nargs="+")
     ix.add_argument("--json", action="store_true", help="progress as JSON lines")
     ix.add_argument("--verify", action="store_true", help="re-read every photo (finds files replaced with the same size and time)")
+    ix.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                    help="describe the photos on a Ray cluster: auto (a running one, else a local one) or its address")
+    ix.add_argument("--workers", type=_positive_int, help="Ray actors (default: one per CPU, or per GPU)")
+    ix.add_argument("--path-map", action="append", metavar="LOCAL=REMOTE",
+                    help="workers find the photos of LOCAL under REMOTE (repeatable)")
     ix.set_defaults(func=cmd_index)
     se = sub.add_parser("search", parents=[common], help="search the library with a photo (or a box in it)")
     se.add_argument("image", nargs="?")

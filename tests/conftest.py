@@ -26,6 +26,16 @@ def postgres(tmp_path_factory):
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray (num_cpus=2) for the session."""
+    from tests.servers import LocalRay
+
+    cluster = LocalRay()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
 def pg_url(postgres):
     """A fresh, empty database on the session's server; dropped after the test."""

@@ -47,3 +47,22 @@ class Postgres:
 
     def stop(self) -> None:
         self.server.cleanup()
+
+
+class LocalRay:
+    """A local Ray cluster (2 CPUs, as on this machine) for the session; drivers in this process
+    find it with address "auto"."""
+
+    def __init__(self):
+        import ray
+
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                     runtime_env={"env_vars": {"HEATSEARCH_THREADS": "1"}})
+        except Exception as e:  # noqa: BLE001 - said in the failure of every test that needs it
+            raise RuntimeError(f"a local Ray could not start: {type(e).__name__}: {e}") from e
+
+    def stop(self) -> None:
+        import ray
+
+        ray.shutdown()

@@ -313,9 +313,10 @@ class LibraryService:
         return cmd
 
     def index(self, folders=(), control: JobControl | None = None, stream: bool = False, verify: bool = False,
-              producer=None) -> Command:
-        """Add `folders` (if any) and index the whole library (incremental). producer: where the
-        photos are described (default: here; pipeline/distributed.py for a Ray cluster)."""
+              ray: str | None = None, workers: int | None = None, path_map=()) -> Command:
+        """Add `folders` (if any) and index the whole library (incremental). ray: describe the
+        photos on a Ray cluster ("auto" or an address; pipeline/distributed.py) instead of here;
+        workers: its actors; path_map: (local, remote) folders for workers that mount them elsewhere."""
         self._writable()
         from ..pipeline.indexer import LocalProducer, index_library
 
@@ -325,12 +326,21 @@ class LibraryService:
             if self.writer.target is None:
                 raise HeatSearchError(self.writer.unusable or "no model to index with")
             space = self.writer.target.row.info
-            prod = producer or LocalProducer(lambda: self.extractor(space), self.interactive)
+            prod = LocalProducer(lambda: self.extractor(space), self.interactive)
+            if ray:
+                from ..pipeline.distributed import RayProducer
+                from ..pipeline.produce import ModelSpec
+
+                prod = RayProducer(ray, ModelSpec.of(space, self.settings), prod, workers, path_map, self._log)
             last = None
-            for prog in index_library(self.writer, cmd.control, prod, self.settings.batch_size, verify=verify):
-                last = prog
-                self._emit(Event("progress", cmd.id, prog), cmd)
-                self._maybe_stats()
+            try:
+                for prog in index_library(self.writer, cmd.control, prod, self.settings.batch_size, verify=verify):
+                    last = prog
+                    self._emit(Event("progress", cmd.id, prog), cmd)
+                    self._maybe_stats()
+            finally:
+                if hasattr(prod, "close"):
+                    prod.close()
             self._publish_stats()
             if cmd.control.preempted:
                 self.submit("index", run, control=JobControl())  # resume after the preempting command

@@ -30,6 +30,7 @@ from ..describe import HewParams, mean_local_feature
 from ..errors import Cancelled
 from ..library import paths
 from .produce import Decoded, decode_file, describe_decoded
+from .produce import usable as produce_usable
 from .scan import FileInfo, ScanDiff, diff_folders
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False)
 class LocalProducer:
     """Records made on this machine: decoding ahead in a small thread pool, the engine on the
     calling (writer) thread one photo at a time, yielding it to an interactive search that needs
-    it, then HeW."""
+    it, then HeW. The calibration sample's maps are kept, so no photo goes through the CNN twice."""
 
     workers = 1
 
@@ -136,28 +137,26 @@ class LocalProducer:
         self.interactive = interactive
         self.decode_workers = decode_workers
         self.ex = None
+        self._kept: dict[str, tuple[Decoded, np.ndarray | None]] = {}
 
     def prepare(self) -> None:
         self.ex = self.model()
 
-    def maps(self, decoded: list[Decoded]) -> list[np.ndarray | None]:
-        out = []
-        for d in decoded:
-            if d.prepared is None:
-                out.append(None)
-                continue
-            if self.interactive is not None:
-                self.interactive.wait_idle()
-            out.append(self.ex.forward([d.prepared.array])[0])
-            d.prepared = None  # the input array is no longer needed
-        return out
+    def _forward(self, d: Decoded) -> np.ndarray | None:
+        if d.prepared is None:
+            return None
+        if self.interactive is not None:
+            self.interactive.wait_idle()
+        m = self.ex.forward([d.prepared.array])[0]
+        d.prepared = None  # the input array is no longer needed
+        return m
 
-    def run(self, tasks: list[FileInfo], reuse: dict, batch: int, cancelled: Callable[[], bool]
-            ) -> Iterator[list[tuple[Decoded, np.ndarray | None]]]:
+    def _pairs(self, tasks: list[FileInfo], reuse: dict, batch: int, cancelled: Callable[[], bool]
+               ) -> Iterator[list[tuple[Decoded, np.ndarray | None]]]:
         """Batches of (decoded file, feature map or None), in task order."""
         bb = self.ex.backbone
         with ThreadPoolExecutor(max_workers=self.decode_workers, thread_name_prefix="heatsearch-decode") as pool:
-            it = iter(tasks)
+            it = iter(t for t in tasks if t.path not in self._kept)  # the calibration sample is done
             window: deque = deque()
 
             def fill():
@@ -174,12 +173,37 @@ class LocalProducer:
                     while window and len(items) < batch:
                         items.append(window.popleft().result())
                         fill()
-                    yield list(zip(items, self.maps(items)))
+                    yield [(d, self._forward(d)) for d in items]
                     if cancelled():
                         return
             finally:
                 for f in window:
                     f.cancel()
+
+    def mean(self, tasks: list[FileInfo], want: int, reuse: dict, cancelled: Callable[[], bool]) -> tuple[np.ndarray | None, int]:
+        """The centring mean from the first `want` photos of `tasks` that can be described (going
+        further down the list when some of them cannot); (None, 0) when none can."""
+        usable: list[np.ndarray] = []
+        for pairs in self._pairs(tasks, reuse, 8, cancelled):
+            for d, m in pairs:
+                self._kept[d.info.path] = (d, m)
+                if m is not None and produce_usable(m):
+                    usable.append(m)
+            if len(usable) >= want or cancelled():
+                break
+        if not usable:
+            return None, 0
+        return mean_local_feature([m.transpose(1, 2, 0) for m in usable]), len(usable)
+
+    def run(self, tasks: list[FileInfo], reuse: dict, mu, params: HewParams, batch: int,
+            cancelled: Callable[[], bool]) -> Iterator[list]:
+        """Batches of Records, the calibration sample's first."""
+        rest = [t for t in tasks if t.path not in self._kept]
+        kept = [self._kept.pop(t.path) for t in tasks if t.path in self._kept]
+        for s in range(0, len(kept), batch):
+            yield [describe_decoded(d, m, mu, params) for d, m in kept[s: s + batch]]
+        for pairs in self._pairs(rest, reuse, batch, cancelled):
+            yield [describe_decoded(d, m, mu, params) for d, m in pairs]
 
 
 def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 8, verify: bool = False
@@ -208,58 +232,45 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
         prog.phase = "cancelled"
         yield prog.emit()
         return
-    prog.phase = "calibrating" if p.calibrate else "indexing"
     prog.workers = producer.workers
+    cancelled = lambda: control.cancelled  # noqa: E731
+    if p.calibrate:
+        prog.phase = "calibrating"
+        yield prog.emit()
+        mu, n = producer.mean(p.tasks, p.calibrate, p.reuse, cancelled)
+        if control.cancelled:  # a mean of fewer photos than planned is not kept
+            prog.phase = "cancelled"
+            yield prog.emit()
+            return
+        if mu is not None:
+            writer.set_mu(mu, n)
+    prog.phase = "indexing"
     yield prog.emit()
     sp = writer.target.row.info
     params = HewParams(sp.threshold, sp.z_ratio)
     t0 = time.monotonic()
     paused0 = control.paused_s
-    pending: list[tuple[Decoded, np.ndarray | None]] = []  # waiting for the mean (calibration)
 
     def waiting(msg):
         prog.message = msg
 
-    def commit(pairs) -> int:
-        records = [describe_decoded(d, m, writer.mu, params) for d, m in pairs]
-        out = writer.commit_batch(records, p.existing, p.claim, lambda: control.cancelled, waiting)
-        p.existing.update(out.ids)
-        for i in out.moved:
-            p.gone.pop(i, None)
-            p.claim.discard(i)
-        prog.failed += len(out.errors)
-        prog.reused += out.reused
-        prog.last_errors.extend((paths.display(path), why) for path, why in out.errors)
-        return len(records)
-
-    def take(pairs, exhausted: bool) -> int:
-        if writer.mu is not None:
-            return commit(pairs)
-        pending.extend(pairs)
-        usable = [m for d, m in pending if m is not None]
-        if len(usable) < p.calibrate and not exhausted:
-            return 0
-        if not usable:  # nothing decodable yet: record the failures, calibrate later
-            n = commit(pending)
-            pending.clear()
-            return n
-        writer.set_mu(mean_local_feature([m.transpose(1, 2, 0) for m in usable]), len(usable))
-        prog.phase = "indexing"
-        n = commit(pending)
-        pending.clear()
-        return n
-
-    cancelled = False
-    batches = producer.run(p.tasks, p.reuse, batch_size, lambda: control.cancelled)
+    stopped = control.cancelled
+    batches = producer.run(p.tasks, p.reuse, writer.mu, params, batch_size, cancelled)
     try:
-        done_tasks = 0
-        for pairs in batches:
-            done_tasks += len(pairs)
+        for records in ([] if stopped else batches):
             try:
-                prog.done += take(pairs, exhausted=done_tasks >= len(p.tasks))
+                out = writer.commit_batch(records, p.existing, p.claim, cancelled, waiting)
             except Cancelled:
-                cancelled = True
+                stopped = True
                 break
+            p.existing.update(out.ids)
+            for i in out.moved:
+                p.gone.pop(i, None)
+                p.claim.discard(i)
+            prog.done += len(records)
+            prog.failed += len(out.errors)
+            prog.reused += out.reused
+            prog.last_errors.extend((paths.display(path), why) for path, why in out.errors)
             el = time.monotonic() - t0 - (control.paused_s - paused0)
             prog.rate = prog.done / el if el > 0 else 0.0
             prog.eta_s = (prog.total - prog.done) / prog.rate if prog.rate > 0 else None
@@ -267,15 +278,11 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
             yield prog.emit()
             control.wait()
             if control.cancelled:
-                cancelled = True
+                stopped = True
                 break
-        if not cancelled and pending:
-            prog.done += take([], exhausted=True)
     finally:
-        close = getattr(batches, "close", None)
-        if close is not None:
-            close()
-    if cancelled:
+        batches.close()
+    if stopped:
         prog.phase = "cancelled"
         writer.save()
         yield prog.emit()

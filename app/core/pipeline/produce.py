@@ -95,6 +95,9 @@ def describe_decoded(d: Decoded, features: np.ndarray | None, mu: np.ndarray, pa
     rec = Record(i.path, i.folder_id, i.size, i.mtime_ns, d.digest, d.error, d.retry, d.reuse_of)
     if d.error or d.reuse_of is not None:
         return rec
+    if mu is None:  # only possible when no photo of the run could be described: this one failed too
+        rec.error = rec.error or "no centring mean: no photo of this run could be described"
+        return rec
     if features is None or not usable(features):
         rec.error, rec.retry = "the model gave no usable features for this photo (is its model file damaged?)", True
         return rec
@@ -117,3 +120,45 @@ def produce(info: FileInfo, extractor, mu: np.ndarray, params: HewParams, reuse:
     features = extractor.forward([d.prepared.array])[0] if d.prepared is not None else None
     d.prepared = None
     return describe_decoded(d, features, mu, params)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a worker needs to describe photos exactly as the library does: the space's model
+    (backbone, the digest its weights must have, input size, precision, HeW parameters) and how
+    to run it (engine, device). Plain data: it crosses machines."""
+
+    backbone: str
+    weights: str
+    weights_digest: str
+    max_side: int
+    fastest: bool
+    threshold: float
+    z_ratio: float
+    engine: str = "auto"
+    device: str = "auto"
+
+    @classmethod
+    def of(cls, space, settings) -> "ModelSpec":
+        """The spec of a SpaceInfo `space` run with the user's engine and device `settings`."""
+        weights = settings.weights if space.backbone == settings.backbone else ""
+        return cls(space.backbone, weights, space.weights_digest, space.max_side, space.precision != "f32",
+                   space.threshold, space.z_ratio, settings.engine, settings.device)
+
+    @property
+    def params(self) -> HewParams:
+        return HewParams(self.threshold, self.z_ratio)
+
+    def extractor(self, models_dir, log=print):
+        """Build the extractor here; EngineError/WeightsMissingError when this machine's weights are
+        not the library's (a worker with other weights would write wrong descriptors)."""
+        from ..errors import WeightsLoadError
+        from ..features.engine import EngineChoice
+        from ..features.extractor import Extractor
+        from ..features.registry import load_backbone
+
+        bb = load_backbone(self.backbone, self.weights or None)
+        if bb.weights_digest != self.weights_digest:
+            raise WeightsLoadError(f"the weights of {self.backbone} here (digest {bb.weights_digest}) are not the "
+                                   f"library's ({self.weights_digest})")
+        return Extractor.create(bb, EngineChoice(self.engine, self.device, self.fastest), self.max_side, models_dir, log)
