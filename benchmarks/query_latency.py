@@ -112,7 +112,7 @@ def filtered(snap, queries, frac, k):
     t, r = [], []
     for q in queries:
         t0 = time.perf_counter()
-        got, _ = snap.search(q, k, allowed)
+        got, _ = snap.search_slots(q, k, allowed)
         t.append(time.perf_counter() - t0)
         sims = snap.vectors[rows] @ q
         r.append(len(set(got.tolist()) & set(rows[np.argpartition(-sims, k)[:k]].tolist())) / k)
@@ -148,13 +148,13 @@ def main():
         build = time.time() - t
         mem = (rss_mb() - base) * 2**20 / n
         vecs, ids = store.view()
-        snap = Snapshot(1, None, None, None, vecs, ids, store.graph, n)
+        snap = Snapshot(generation=1, vectors=vecs, ids=ids, graph=store.graph, n_alive=n)
         qids = rng.choice(n, a.queries, replace=False)
         queries = l2n(data[qids] + (0.3 / np.sqrt(a.d)) * rng.normal(size=(a.queries, a.d)).astype(np.float32)).astype(np.float32)
         lat, lat_short = [], []
         for q in queries:
             t0 = time.perf_counter()
-            slots, _ = snap.search(q, a.k)
+            slots, _ = snap.search_slots(q, a.k)
             t1 = time.perf_counter()
             v = snap.vectors[slots]
             order = np.arange(len(slots))
@@ -166,7 +166,7 @@ def main():
         for k in (a.k, 800):
             r = []
             for j, q in enumerate(queries):
-                slots, _ = snap.search(q, k)
+                slots, _ = snap.search_slots(q, k)
                 exact = np.argpartition(-sims[:, j], k)[:k]
                 r.append(len(set(slots.tolist()) & set(exact.tolist())) / k)
             recall[k] = float(np.mean(r))

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BUILT_IN = ("efficientnet-lite2", "efficientnet-lite0")
@@ -41,14 +43,18 @@ def export_models() -> None:
     shutil.rmtree(ir_dir, ignore_errors=True)  # only what this build converts is shipped
     onnx_dir.mkdir(parents=True, exist_ok=True)
     ir_dir.mkdir(parents=True, exist_ok=True)
+    from app.core.features import modelcache
+
     for name in BUILT_IN:
         bb = load_backbone(name)
         onnx = onnx_dir / onnx_name(bb)
-        if not onnx.exists():
-            subprocess.run([sys.executable, "-m", "app.core.features.export", name, bb.weights_path, str(onnx)],
-                           check=True, cwd=ROOT)
+        if not (onnx.exists() and modelcache.files_ok(onnx)):
+            subprocess.run([sys.executable, "-m", "app.core.features.export", name, bb.weights_path, bb.weights_digest,
+                            str(onnx)], check=True, cwd=ROOT)
         xml = ir_dir / onnx.name.replace(".onnx", ".xml")
         ov.save_model(ov.convert_model(str(onnx)), str(xml), compress_to_fp16=False)
+        # the IR's own record: its files' digests and the export's probe reference
+        modelcache.write_record(xml, [xml, xml.with_suffix(".bin")], np.load(modelcache.probe_of(onnx)))
         size = (xml.stat().st_size + xml.with_suffix(".bin").stat().st_size) / 2**20
         print(f"model {name}: {xml.name} ({size:.0f} MiB)")
 

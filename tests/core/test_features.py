@@ -276,3 +276,70 @@ svc.close()
     assert r.returncode == 0, r.stderr
     engine, hits, torch_loaded = r.stdout.split()
     assert engine in ("openvino", "onnxruntime") and int(hits) == 12 and torch_loaded == "False"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "swapped", "blob"])
+def test_a_damaged_or_swapped_cached_model_is_never_used(tmp_path, damage):
+    """(18.2) The exported model and OpenVINO's compiled blob are data: a file replaced by garbage,
+    by another network, or a damaged compiled blob is caught before use, prepared again (said once),
+    and the engine is OpenVINO giving the original network's maps, never PyTorch for ever after or
+    silently wrong (or all-zero) features."""
+    import onnx
+    import torch
+
+    models = tmp_path / "models"
+    bb = load_backbone("tiny-random")
+    x = np.random.default_rng(3).normal(size=(1, 3, 64, 80)).astype(np.float32)
+    first = create_engine(bb, EngineChoice("openvino"), models, print)
+    want = first.run(x)
+    first.close()
+    onnx_file = next(models.glob("tiny-random-*.onnx"))
+    if damage == "garbage":
+        onnx_file.write_bytes(b"\x00garbage" * 1000)
+    elif damage == "swapped":  # a valid ONNX file of another network, under the right name
+        other = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, 8, 1), torch.nn.ReLU()).eval()
+        torch.onnx.export(other, (torch.zeros(1, 3, 96, 128),), str(onnx_file), input_names=["image"],
+                          output_names=["features"], dynamic_axes={"image": {0: "b", 2: "h", 3: "w"}}, dynamo=False)
+        onnx.checker.check_model(str(onnx_file))
+    else:
+        blobs = [p for p in (models / "openvino-cache").rglob("*") if p.is_file() and p.stat().st_size > 1000]
+        assert blobs, "OpenVINO kept no compiled blob to damage"
+        for b in blobs:
+            data = bytearray(b.read_bytes())
+            data[len(data) // 2: len(data) // 2 + 4096] = b"\xff" * min(4096, len(data) // 2)
+            b.write_bytes(bytes(data))
+    logs = []
+    again = create_engine(bb, EngineChoice("openvino"), models, logs.append)
+    assert again.name == "openvino", logs
+    got = again.run(x)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    assert len(logs) >= 1 and any("again" in m for m in logs), logs
+    again.close()
+
+
+def test_the_export_builds_from_the_bytes_whose_digest_it_was_given(tmp_path):
+    """(18.2) A weights file replaced between the digest and the export is refused, never cached
+    under the old digest."""
+    import subprocess
+    import sys
+
+    bb = load_backbone("efficientnet-lite0")
+    out = tmp_path / "m.onnx"
+    r = subprocess.run([sys.executable, "-m", "app.core.features.export", bb.name, bb.weights_path, "0" * 16, str(out)],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert r.returncode == 1 and "changed" in r.stderr and not out.exists()
+
+
+def test_a_model_that_gives_no_features_never_makes_a_descriptor(tmp_path):
+    """(18.2) All-zero or non-finite maps (a damaged model) are recorded as failures to retry,
+    never stored as an indexed descriptor."""
+    from app.core.describe import HewParams
+    from app.core.pipeline.produce import Decoded, describe_decoded
+    from app.core.pipeline.scan import FileInfo
+
+    d = Decoded(FileInfo("/p.jpg", 10, 1, 1), digest="x", orig_size=(64, 48))
+    for maps in (np.zeros((32, 4, 5), np.float32), np.full((32, 4, 5), np.nan, np.float32)):
+        rec = describe_decoded(d, maps, np.zeros(32), HewParams())
+        assert rec.raw is None and rec.error and rec.retry
+    ok = describe_decoded(d, np.random.default_rng(0).random((32, 4, 5)).astype(np.float32), np.zeros(32), HewParams())
+    assert ok.raw is not None and not ok.error

@@ -32,7 +32,7 @@ from .registry import Backbone
 
 ENGINES = ("torch", "onnxruntime", "openvino")
 # Bumped whenever the exported graph changes (padding, opset, output); part of the cache key.
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
 OPSET = 17
 # "auto" on the CPU takes the first exact runtime installed, in this order. Measured on the
 # development machine (2 cores, AVX2, Lite2 at 1024x768): OpenVINO 340 ms, ONNX Runtime 403 ms,
@@ -196,14 +196,22 @@ class OpenVinoEngine(Engine):
 # ---- ONNX export cache ------------------------------------------------------------------------
 
 def onnx_name(bb: Backbone) -> str:
-    return f"{bb.name}-{bb.weights_digest}-f{EXPORT_FORMAT}.onnx"
+    """The export's file name: backbone, weights digest, export format and the code that builds it."""
+    from .modelcache import code_version
+
+    return f"{bb.name}-{bb.weights_digest}-f{EXPORT_FORMAT}-{code_version()}.onnx"
 
 
 def openvino_model(bb: Backbone, models_dir: Path, log: Callable[[str], None] = print) -> Path:
     """The model file OpenVINO reads for `bb`: a bundled OpenVINO IR (.xml, converted at build
-    time: the CPU edition ships no PyTorch and no ONNX frontend), else the ONNX export."""
+    time: the CPU edition ships no PyTorch and no ONNX frontend) whose record holds, else the ONNX
+    export."""
+    from . import modelcache
+
     ir = bundled_models_dir() / onnx_name(bb).replace(".onnx", ".xml")
-    return ir if ir.is_file() else ensure_onnx(bb, models_dir, log)
+    if ir.is_file() and modelcache.files_ok(ir):
+        return ir
+    return ensure_onnx(bb, models_dir, log)
 
 
 def bundled_models_dir() -> Path:
@@ -212,34 +220,79 @@ def bundled_models_dir() -> Path:
     return base / "resources" / "models"
 
 
-def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = print, timeout: float = 600) -> Path:
-    """The ONNX file of `bb` (dynamic height and width): bundled, cached, or exported now.
+def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = print, timeout: float = 600,
+                fresh: bool = False) -> Path:
+    """The ONNX file of `bb` (dynamic height and width): bundled or cached when its files match
+    their record, else exported now (a cached one that does not match is said once and replaced).
+    fresh: export again whatever is cached.
 
-    The export runs in a child process (`python -m app.core.features.export`): PyTorch stays out
-    of this process, and a crash or hang of the exporter cannot take the app with it.
-    Raises EngineError when it cannot be made."""
+    The export runs in a child process (`python -I` on `app.core.features.export`): PyTorch stays
+    out of this process, a crash or hang of the exporter cannot take the app with it, and neither
+    the current folder nor PYTHONPATH can put other code in its way. Raises EngineError when it
+    cannot be made."""
+    from . import modelcache
+
     name = onnx_name(bb)
-    for d in (bundled_models_dir(), models_dir):
-        if (d / name).is_file():
-            return d / name
+    bundled = bundled_models_dir() / name
+    if bundled.is_file() and modelcache.files_ok(bundled) and not fresh:
+        return bundled
+    out = models_dir / name
+    if out.is_file() and not fresh:
+        if modelcache.files_ok(out):
+            return out
+        log(f"the saved model for {bb.name} does not match its record (damaged or replaced): preparing it again")
+    modelcache.forget(out)
     if not installed("torch"):
         raise EngineError(f"no exported model for {bb.name} and PyTorch is not installed to make one")
     if getattr(sys, "frozen", False):
         raise EngineError("this build cannot export models")
     models_dir.mkdir(parents=True, exist_ok=True)
-    out = models_dir / name
     log(f"preparing the fast engine for {bb.name} (once; about a minute at most)")
-    cmd = [sys.executable, "-m", "app.core.features.export", bb.name, bb.weights_path if bb.name != "tiny-random" else "",
-           str(out)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])}
+    root = str(Path(__file__).resolve().parents[3])
+    code = f"import sys; sys.path.insert(0, {root!r}); from app.core.features.export import main; sys.exit(main())"
+    cmd = [sys.executable, "-I", "-c", code, bb.name, bb.weights_path if bb.name != "tiny-random" else "",
+           bb.weights_digest if bb.name != "tiny-random" else "", str(out)]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=models_dir)
     except subprocess.TimeoutExpired as e:
         raise EngineError(f"the model export took longer than {timeout:.0f} s") from e
-    if r.returncode != 0 or not out.is_file():
+    if r.returncode != 0 or not out.is_file() or not modelcache.files_ok(out):
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise EngineError(f"the model export failed: {last[:300]}")
     return out
+
+
+def _checked(name: str, bb: Backbone, models_dir: Path, choice: "EngineChoice", log) -> Engine:
+    """A CPU runtime's engine whose output on the probe is the reference recorded at export: else
+    the runtime's compiled cache is dropped, then the model exported again (each said once)."""
+    from . import modelcache
+
+    cache = models_dir / "openvino-cache"
+
+    def build(fresh: bool = False) -> tuple[Engine, Path]:
+        if name == "onnxruntime":
+            path = ensure_onnx(bb, models_dir, log, fresh=fresh)
+            return OnnxRuntimeEngine(path), path
+        path = ensure_onnx(bb, models_dir, log, fresh=True) if fresh else openvino_model(bb, models_dir, log)
+        return OpenVinoEngine(path, cache, choice.fastest), path
+
+    eng, path = build()
+    if modelcache.output_ok(eng, path):
+        return eng
+    eng.close()
+    if name == "openvino":
+        log(f"OpenVINO's compiled copy of {bb.name} gives wrong results (a damaged cache): compiling it again")
+        modelcache.clear(cache)
+        eng, path = build()
+        if modelcache.output_ok(eng, path):
+            return eng
+        eng.close()
+    log(f"the saved model for {bb.name} gives wrong results (damaged or replaced): preparing it again")
+    eng, path = build(fresh=True)
+    if modelcache.output_ok(eng, path):
+        return eng
+    eng.close()
+    raise EngineError(f"{PLAIN_NAMES[name]} does not reproduce {bb.name}'s reference output")
 
 
 # ---- choosing and creating ------------------------------------------------------------------
@@ -301,9 +354,7 @@ def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Cal
                 return TorchEngine(bb, dev, choice.fastest)
             if not installed(name):
                 raise EngineError(f"{PLAIN_NAMES[name]} is not installed")
-            if name == "onnxruntime":
-                return OnnxRuntimeEngine(ensure_onnx(bb, models_dir, log))
-            return OpenVinoEngine(openvino_model(bb, models_dir, log), models_dir / "openvino-cache", choice.fastest)
+            return _checked(name, bb, models_dir, choice, log)
         except Exception as e:  # noqa: BLE001 - any failure of an optional runtime means: fall back
             msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
             errors.append(f"{PLAIN_NAMES[name]}: {msg}")

@@ -1,11 +1,14 @@
 """Export a backbone to ONNX with dynamic batch, height and width, and check it against PyTorch.
 
-    python -m app.core.features.export NAME WEIGHTS_FILE_OR_EMPTY OUT.onnx
+    python -m app.core.features.export NAME WEIGHTS_FILE_OR_EMPTY WEIGHTS_DIGEST OUT.onnx
 
-Run in a child process by `engine.ensure_onnx` (and by packaging/build.py for the bundle). Writes
-OUT.onnx atomically, only after the exported model matched PyTorch within 1e-4 (relative to the
-largest activation) on an even and an odd input size: a model traced with its padding frozen to
-one size fails that check instead of being cached.
+Run in a child process by `engine.ensure_onnx` (and by packaging/build.py for the bundle). The
+weights are read once, checked against the digest the library knows them by, and the network is
+built from those very bytes (a file replaced meanwhile is refused, never cached under the old
+digest). Writes OUT.onnx atomically, only after the exported model matched PyTorch within 1e-4
+(relative to the largest activation) on an even and an odd input size (a model traced with its
+padding frozen to one size fails instead of being cached), then its record: the file's digest and
+PyTorch's output for the probe input (modelcache.py), which every later load is checked against.
 """
 from __future__ import annotations
 
@@ -20,15 +23,33 @@ TOLERANCE = 1e-4
 CHECK_SIZES = ((1, 3, 96, 128), (1, 3, 131, 77))
 
 
-def export(name: str, weights: str | None, out: Path) -> float:
+def _module(name: str, weights: str | None, digest: str):
+    """The network built from the weights bytes whose digest is `digest`."""
+    import hashlib
+    import tempfile
+
+    from .registry import load_backbone
+
+    if not weights:
+        return load_backbone(name).module.eval()
+    data = Path(weights).read_bytes()
+    if digest and hashlib.sha256(data).hexdigest()[:16] != digest:
+        raise RuntimeError(f"the weights file {weights} changed (its digest is not {digest})")
+    with tempfile.TemporaryDirectory(prefix="heatsearch-export-") as d:
+        copy = Path(d) / Path(weights).name
+        copy.write_bytes(data)
+        return load_backbone(name, str(copy)).module.eval()
+
+
+def export(name: str, weights: str | None, out: Path, digest: str = "") -> float:
     """Export and verify; returns the largest relative difference seen. Raises RuntimeError."""
     import torch
 
+    from . import modelcache
     from .engine import OPSET
-    from .registry import load_backbone
 
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
-    module = load_backbone(name, weights or None).module.eval()
+    module = _module(name, weights, digest)
     tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
     x = torch.zeros(*CHECK_SIZES[0])
     with warnings.catch_warnings():
@@ -55,7 +76,10 @@ def export(name: str, weights: str | None, out: Path) -> float:
             worst = max(worst, float(np.abs(got - ref).max() / max(float(np.abs(ref).max()), 1e-12)))
         if worst > TOLERANCE:
             raise RuntimeError(f"exported model differs from PyTorch by {worst:.2e} (> {TOLERANCE})")
+        with torch.inference_mode():
+            reference = module(torch.from_numpy(modelcache.probe_input())).numpy()
         os.replace(tmp, out)
+        modelcache.write_record(out, [out], reference)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -78,12 +102,12 @@ def _runner(path: Path):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3:
-        print("usage: python -m app.core.features.export NAME WEIGHTS_FILE_OR_EMPTY OUT.onnx", file=sys.stderr)
+    if len(argv) != 4:
+        print("usage: python -m app.core.features.export NAME WEIGHTS_FILE_OR_EMPTY WEIGHTS_DIGEST OUT.onnx", file=sys.stderr)
         return 2
-    name, weights, out = argv
+    name, weights, digest, out = argv
     try:
-        worst = export(name, weights, Path(out))
+        worst = export(name, weights, Path(out), digest)
     except Exception as e:  # noqa: BLE001 - one line for the parent's log
         print(f"export failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 1

