@@ -33,12 +33,17 @@ def _positive_int(text: str) -> int:
 
 
 def _date(text: str) -> float:
-    """YYYY-MM-DD (or YYYY-MM, YYYY) -> POSIX time at the start of that day, local time."""
+    """YYYY-MM-DD (or YYYY-MM, YYYY) -> POSIX time at the start of that day, local time (any year
+    from 1 to 9999: a day the platform's clock cannot place in local time is taken in UTC)."""
     for fmt in ("%Y-%m-%d", "%Y-%m", "%Y"):
         try:
-            return datetime.strptime(text, fmt).timestamp()
+            day = datetime.strptime(text, fmt)
         except ValueError:
             continue
+        try:
+            return day.timestamp()
+        except (ValueError, OverflowError, OSError):
+            return (day - datetime(1970, 1, 1)).total_seconds()
     raise argparse.ArgumentTypeError(f"'{text}' is not a date (YYYY-MM-DD)")
 
 
@@ -46,8 +51,10 @@ def parse_box(text) -> tuple[float, float, float, float] | None:
     """'x1,y1,x2,y2' -> four finite floats with x1 < x2 and y1 < y2 (the image check comes later)."""
     if text is None or text == "":
         return None
-    parts = text.split(",") if isinstance(text, str) else list(text)
+    parts = text.split(",") if isinstance(text, str) else list(text) if isinstance(text, (list, tuple)) else [text]
     try:
+        if any(isinstance(v, bool) for v in parts):  # JSON true/false are not pixels
+            raise TypeError
         vals = tuple(float(v) for v in parts)
     except (TypeError, ValueError):
         vals = ()
@@ -246,17 +253,23 @@ def _request(a, st, n, path, box):
 
 
 def _read_queries(a):
-    """(line number, path, box) per good line; bad lines are reported and skipped."""
+    """(line number, path, box) per good line; bad lines (not JSON, not UTF-8, wrong fields) are
+    reported with their number and skipped."""
     out, bad = [], 0
     try:
-        fh = open(a.queries)
+        fh = open(a.queries, "rb")
     except OSError as e:
         raise InputError(f"cannot read the queries file {a.queries}: {e.strerror or e}") from e
     with fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
             try:
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(f"not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
+                                     "JSON files are UTF-8 (a path that is not UTF-8 is written with \\u escapes)") from e
                 q = json.loads(line)
                 if not isinstance(q, dict) or not isinstance(q.get("path"), str):
                     raise InputError('each line must be a JSON object {"path": ..., "box": [x1, y1, x2, y2] or null}')

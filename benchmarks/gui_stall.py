@@ -25,6 +25,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+class StallMonitor:
+    """The longest gap between 10 ms timer ticks: the GUI thread's worst stall."""
+
+    def __init__(self, parent):
+        from PySide6.QtCore import QElapsedTimer, QTimer
+
+        self.timer = QTimer(parent)
+        self.timer.setInterval(10)
+        self.timer.timeout.connect(self._tick)
+        self.clock = QElapsedTimer()
+        self.gaps: list[float] = []
+
+    def start(self):
+        self.gaps = []
+        self.clock.start()
+        self.timer.start()
+
+    def stop(self):
+        self.timer.stop()
+
+    def _tick(self):
+        self.gaps.append(float(self.clock.restart()))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--synthetic", type=int, default=20_000)
@@ -34,9 +58,8 @@ def main():
     from PySide6.QtGui import QDropEvent
     from PySide6.QtWidgets import QApplication
 
-    from app.core.catalog.models import Descriptor, Folder, Image
+    from app.core.catalog.records import Record
     from app.core.config import Settings
-    from app.core.library import paths
     from app.core.library.service import LibraryService
     from app.gui.main_window import MainWindow
 
@@ -46,10 +69,10 @@ def main():
     settings.save(home)
     svc = LibraryService(home, settings)
     svc.wait_ready()
-    # the synthetic part of the library: two folders of empty files, rows with random descriptors
+    # the synthetic part of the library: two folders of empty files, rows with random descriptors,
+    # committed through the library's own writer (as indexing would)
     rng = np.random.default_rng(0)
-    sp = svc.writer.space
-    c = sp.channels
+    c = svc.writer.space.info.channels
     t = time.time()
     for half in ("synthetic-a", "synthetic-b"):
         d = tmp / half
@@ -58,24 +81,17 @@ def main():
         for p in names:
             p.touch()
 
-        def write(s, names=names, d=d):
-            f = Folder(path=paths.to_db(str(d)), added_at=time.time(), state="ok")
-            s.add(f)
-            s.flush()
-            gen = svc.writer.bump(s)
+        def fill(cmd, names=names, d=d):
+            fid = svc.writer.add_folder(d).id
+            recs = []
             for p in names:
-                st = p.stat()
                 raw = rng.random(c, dtype=np.float32)
-                raw /= np.linalg.norm(raw)
-                img = Image(path=paths.to_db(str(p)), folder_id=f.id, size=0, mtime_ns=st.st_mtime_ns, width=4000,
-                            height=3000, digest=f"{rng.integers(1 << 62):x}", status="indexed")
-                s.add(img)
-                s.flush()
-                s.add(Descriptor(image_id=img.id, space_id=sp.id, raw=raw.tobytes(), grid=np.ones((12, 16), np.float16).tobytes(),
-                                 grid_h=12, grid_w=16, gen=gen))
-            return gen
+                recs.append(Record(str(p), fid, 0, p.stat().st_mtime_ns, f"{rng.integers(1 << 62):x}", width=4000,
+                                   height=3000, raw=raw / np.linalg.norm(raw), grid=np.ones((12, 16), np.float16)))
+            for i in range(0, len(recs), 1000):
+                svc.writer.commit_batch(recs[i: i + 1000], {}, set())
 
-        svc.run(svc.submit("synthetic", lambda cmd, write=write: svc.writer.transaction(write)))
+        svc.run(svc.submit("synthetic", fill))
     if svc.writer.mu is None:
         svc.run(svc.submit("mu", lambda cmd: svc.writer.set_mu(np.full(c, 0.5), 0)))
     svc.run(svc.rebuild())
@@ -89,6 +105,7 @@ def main():
 
     app = QApplication(sys.argv[:1])  # noqa: F841 - must exist for the window
     win = MainWindow(svc)
+    win.stall = StallMonitor(win)
     win.resize(1366, 768)
     win.show()
 

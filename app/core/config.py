@@ -122,9 +122,10 @@ class Settings:
             return cls()
         try:
             data = json.loads(f.read_text())
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested thousands deep
             s = cls()
-            s.problems.append(f"{f} is unreadable ({e}); using the defaults")
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e).splitlines()[0][:120]
+            s.problems.append(f"{f} is unreadable ({why}); using the defaults")
             return s
         if not isinstance(data, dict):
             s = cls()

@@ -169,6 +169,7 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
             raise ImageError(f"cannot decode this camera RAW file ({_reason(e)})") from e
     try:
         with (open(path, "rb") if name else _nullctx(path)) as fh, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Corrupt EXIF data" and the like: the photo is still read
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(fh)
             w, h = img.size
@@ -184,6 +185,8 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
             img.load()
             taken = _exif_time(img)
             img = ImageOps.exif_transpose(img)
+            if (img.width > img.height) != (orig[0] > orig[1]) and img.width != img.height:
+                orig = (orig[1], orig[0])  # a decoder that had already turned it (Pillow's TIFF)
             return Photo(_to_rgb(img), orig, taken)
     except ImageError:
         raise
@@ -227,9 +230,11 @@ def file_digest(path, chunk: int = 1 << 20) -> str:
 
 
 def check_content(img: Image.Image) -> None:
-    """ImageError for images with nothing to describe: a single colour (blank)."""
-    small = img if max(img.size) <= 64 else img.resize((64, max(1, round(64 * img.size[1] / img.size[0]))), Image.BILINEAR)
-    if float(np.asarray(small, dtype=np.float32).std()) < 1.0:
+    """ImageError for images with nothing to describe: a single colour (blank). Pixels are
+    sampled on a grid (never averaged: a downscale of fine noise or a long thin strip is grey)."""
+    w, h = img.size
+    sample = img.resize((min(64, w), min(64, h)), Image.NEAREST)
+    if float(np.asarray(sample, dtype=np.float32).std()) < 1.0:
         raise ImageError("blank image (a single colour): nothing to search for")
 
 
@@ -295,11 +300,14 @@ def image_size(path) -> tuple[int, int]:
     try:
         if os.stat(path).st_size == 0:
             raise ImageError("empty file (0 bytes)")
-        with Image.open(path) as img:
+        with warnings.catch_warnings(), Image.open(path) as img:
+            warnings.simplefilter("ignore")  # a corrupt EXIF block is no reason to print anything
             w, h = img.size
             if w * h > MAX_PIXELS:
                 raise ImageError(f"image too large ({w}x{h} = {w * h / 1e6:.1f} MP; the limit is {MAX_PIXELS / 1e6:.0f} MP)")
             o = img.getexif().get(0x0112, 1)
+            if img.format == "TIFF" and (w, h) != (img.tag_v2.get(256), img.tag_v2.get(257)):
+                return w, h  # Pillow reports a TIFF's size already turned by its orientation
             return (h, w) if o in (5, 6, 7, 8) else (w, h)
     except ImageError:
         raise

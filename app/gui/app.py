@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 
 def parse(argv):
     p = argparse.ArgumentParser(prog="heatsearch", description="HeatSearch desktop app (run a subcommand for the CLI)")
     p.add_argument("--home", help="data folder")
+    p.add_argument("--library", metavar="URL", help="open a shared library (postgresql://...) instead of this computer's")
     p.add_argument("--screenshot", metavar="OUT.png", help="render the window (offscreen) after the search, save, exit")
     p.add_argument("--query", help="photo to search with on start")
     p.add_argument("--box", help="x1,y1,x2,y2 in pixels of the query photo")
@@ -25,40 +25,6 @@ def resource_path(name: str) -> Path:
     """A file of resources/: next to the package in a checkout, under _MEIPASS in a bundle."""
     base = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parents[2]))
     return base / "resources" / name
-
-
-def open_library(home, parent=None, interactive: bool = True):
-    """The LibraryService for the GUI: writable, or read-only when another process holds the
-    library and the user agrees; a model whose weights vanished falls back to the default."""
-    from PySide6.QtWidgets import QMessageBox
-
-    from ..core.config import Settings
-    from ..core.errors import HeatSearchError, LibraryBusyError
-    from ..core.library.service import LibraryService
-    from .main_window import check_weights
-
-    settings = Settings.load(home)
-    try:
-        check_weights(settings)
-    except HeatSearchError as e:  # e.g. VGG16 chosen, then its weights file removed
-        if interactive:
-            QMessageBox.warning(parent, "HeatSearch", f"{e}\n\nHeatSearch starts with the default model instead.")
-        default = Settings()
-        settings = replace(settings, backbone=default.backbone, weights="", max_side=default.max_side, problems=[])
-        settings.save(home)
-    try:
-        svc = LibraryService(home, settings)
-    except LibraryBusyError as e:
-        if not interactive or QMessageBox.question(parent, "HeatSearch is already open",
-                                                   f"{e}.\n\nOpen it read-only (search only)?") != QMessageBox.Yes:
-            raise
-        svc = LibraryService(home, settings, read_only=True)
-    try:
-        svc.wait_ready(120)
-    except HeatSearchError as e:
-        if interactive:
-            QMessageBox.warning(parent, "HeatSearch", str(e))
-    return svc, settings.problems
 
 
 def main(argv=None) -> int:
@@ -78,9 +44,14 @@ def main(argv=None) -> int:
     icon = resource_path("heatsearch-256.png")
     if icon.exists():
         app.setWindowIcon(QIcon(str(icon)))
+    from PySide6.QtCore import QSettings
+
+    from .opener import open_library
+
     try:
         home = check_home(home_dir(a.home))
-        svc, problems = open_library(home, interactive=not a.screenshot)
+        library = a.library or QSettings(str(home / "window.ini"), QSettings.IniFormat).value("library", "") or None
+        svc, problems = open_library(home, library, interactive=not a.screenshot)
     except HeatSearchError as e:
         if a.screenshot:
             print(f"heatsearch: {e}", file=sys.stderr)

@@ -81,10 +81,11 @@ class DuplicatesDialog(QDialog):
         self.summary = QLabel("Looking for duplicates…")
         v.addWidget(self.summary)
         self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["Photo", "Size", "Why"])
+        self.tree.setHeaderLabels(["Photo", "Size", "Folder", "Why"])
         self.tree.setIconSize(ICON)
         self.tree.setColumnWidth(0, 330)  # room for the reason at the dialog's size (the full text is in a tooltip)
         self.tree.setColumnWidth(1, 90)
+        self.tree.setColumnWidth(2, 160)
         self.tree.setToolTip("The first photo of each group is the one to keep (most pixels, largest file, sharpest, oldest)")
         v.addWidget(self.tree, 1)
         buttons = QHBoxLayout()
@@ -110,7 +111,7 @@ class DuplicatesDialog(QDialog):
         self.reveal_btn.clicked.connect(lambda: self._selected_path() and open_externally(self, self._selected_path(), folder=True))
         self.similar_btn.clicked.connect(self._find_similar)
         self.copy_btn.clicked.connect(self._copy)
-        self.export_btn.clicked.connect(self.export)
+        self.export_btn.clicked.connect(lambda: self.export())  # clicked(bool) would pass False as the target
         loader.loaded.connect(self._on_thumb)
         self._items: dict[str, list[QTreeWidgetItem]] = {}
         self._on_slider(self.slider.value(), search=False)
@@ -146,12 +147,15 @@ class DuplicatesDialog(QDialog):
         kinds = {"exact": "identical files", "near": "near-duplicates", "dihedral": "rotated or mirrored copies",
                  "crop": "crops"}
         for k, g in enumerate(groups, 1):
-            top = QTreeWidgetItem([f"Group {k}: {kinds[g.kind]} ({len(g.members)} photos)", "", ""])
+            top = QTreeWidgetItem([f"Group {k}: {kinds[g.kind]} ({len(g.members)} photos)", "", "", ""])
             self.tree.addTopLevelItem(top)
             for m in g.members:
-                item = QTreeWidgetItem([os.path.basename(display(m.path)), f"{m.width}x{m.height}", m.reason])
+                folder = os.path.dirname(display(m.path))
+                item = QTreeWidgetItem([os.path.basename(display(m.path)), f"{m.width}x{m.height}",
+                                        os.path.basename(folder) or folder, m.reason])
                 item.setToolTip(0, display(m.path))
-                item.setToolTip(2, m.reason)
+                item.setToolTip(2, folder)
+                item.setToolTip(3, m.reason)
                 item.setData(0, Qt.UserRole, m.path)
                 top.addChild(item)
                 self._items.setdefault(m.path, []).append(item)

@@ -1,5 +1,7 @@
-"""The Library pane: the photo folders with live counts and states, and the buttons that change
-the library (add, remove with confirmation, re-index, forget missing photos)."""
+"""The Library pane: the photo folders with live counts and honest states (indexing, stopped with
+photos left, offline, missing), and the buttons that change the library, named as what they do:
+Add, Remove (asks first), Rescan (look for new, changed and deleted photos now), Resume (index the
+photos a stopped run left), Forget missing photos."""
 from __future__ import annotations
 
 import os
@@ -14,7 +16,7 @@ from ..core.library.paths import display
 class LibraryPane(QWidget):
     addRequested = Signal()
     removeRequested = Signal(str)  # folder path, after the user confirmed
-    reindexRequested = Signal()
+    reindexRequested = Signal()  # Rescan and Resume: an incremental index does both
     forgetMissingRequested = Signal()
 
     def __init__(self, parent=None):
@@ -36,11 +38,16 @@ class LibraryPane(QWidget):
         self.add_btn.setToolTip("Add a photo folder to the library (or drop a folder on the window)")
         self.remove_btn = QPushButton("Remove")
         self.remove_btn.setToolTip("Forget the selected folder (its photos stay where they are)")
-        self.reindex_btn = QPushButton("Re-index")
-        self.reindex_btn.setToolTip("Look for new, changed and deleted photos now")
+        self.reindex_btn = QPushButton("Rescan")
+        self.reindex_btn.setToolTip("Look for new, changed and deleted photos in these folders now (only what changed "
+                                    "is analysed again)")
+        self.resume_btn = QPushButton("Resume")
+        self.resume_btn.setToolTip("Index the photos a stopped run left (what is done stays done)")
+        self.resume_btn.setVisible(False)
         row.addWidget(self.add_btn)
         row.addWidget(self.remove_btn)
         row2.addWidget(self.reindex_btn)
+        row2.addWidget(self.resume_btn)
         v.addLayout(row)
         v.addLayout(row2)
         self.missing_btn = QPushButton("Forget missing photos")
@@ -48,29 +55,38 @@ class LibraryPane(QWidget):
                                     "this forgets them for good")
         self.missing_btn.setVisible(False)
         v.addWidget(self.missing_btn)
-        self.add_btn.clicked.connect(self.addRequested)
+        self.add_btn.clicked.connect(lambda: self.addRequested.emit())
         self.remove_btn.clicked.connect(self._confirm_remove)
-        self.reindex_btn.clicked.connect(self.reindexRequested)
-        self.missing_btn.clicked.connect(self.forgetMissingRequested)
+        self.reindex_btn.clicked.connect(lambda: self.reindexRequested.emit())
+        self.resume_btn.clicked.connect(lambda: self.reindexRequested.emit())
+        self.missing_btn.clicked.connect(lambda: self.forgetMissingRequested.emit())
         self.setMinimumWidth(160)
         self._totals: dict[int, int] = {}
 
     def set_read_only(self, read_only: bool) -> None:
-        for b in (self.add_btn, self.remove_btn, self.reindex_btn, self.missing_btn):
+        for b in (self.add_btn, self.remove_btn, self.reindex_btn, self.resume_btn, self.missing_btn):
             b.setEnabled(not read_only)
 
     def set_scan_totals(self, totals: dict[int, int]) -> None:
         """Photos found per folder by the running scan (for "48 of 56" while indexing)."""
         self._totals = dict(totals)
 
-    def update_stats(self, stats: dict, indexing: bool = False) -> None:
+    def update_stats(self, stats: dict, indexing: bool = False, left: dict | None = None) -> None:
+        """Counts per folder. indexing: a run is going (shows "48 of 56 indexed" from the scan);
+        left: folder path -> photos a stopped run left to index."""
         current = self.current_path()
+        left = left or {}
         self.folder_list.clear()
         for f in stats.get("folders", []):
             name = os.path.basename(display(f["path"]).rstrip("/")) or display(f["path"])
             indexed, failed = f.get("indexed", 0), f.get("failed", 0)
             total = max(self._totals.get(f["id"], 0), f.get("images", 0) - failed - f.get("missing", 0)) if indexing else 0
-            count = f"{indexed} of {total} indexed" if indexing and total > indexed else f"{indexed} photos"
+            if indexing and total > indexed:
+                count = f"{indexed} of {total} indexed"
+            elif left.get(f["path"]):
+                count = f"{indexed} of {indexed + left[f['path']]} indexed (stopped)"
+            else:
+                count = plural(indexed, "photo")
             if failed:
                 count += f" · {failed} skipped"
             if f.get("missing"):
@@ -84,9 +100,17 @@ class LibraryPane(QWidget):
                 self.folder_list.setCurrentItem(item)
         missing = stats.get("missing", 0)
         self.missing_btn.setVisible(bool(missing))
-        self.missing_btn.setText(f"Forget {missing} missing photo{'s' if missing != 1 else ''}")
-        n = stats.get("indexed", 0)
-        self.summary.setText(f"{n} photo{'s' if n != 1 else ''} searchable" if stats.get("folders") else "")
+        self.missing_btn.setText(f"Forget {plural(missing, 'missing photo')}")
+        remaining = sum(left.values())
+        self.resume_btn.setVisible(bool(remaining) and not indexing)
+        self.resume_btn.setText(f"Resume ({remaining} left)")
+        n = stats.get("searchable", stats.get("indexed", 0))
+        text = f"{plural(n, 'photo')} searchable" if stats.get("folders") else ""
+        old = stats.get("serving_space")
+        if old and stats.get("folders"):
+            text += (f"; describing them again for the new settings ({stats.get('indexed', 0)} done): searches use "
+                     "the previous descriptions meanwhile")
+        self.summary.setText(text)
 
     def current_path(self) -> str | None:
         item = self.folder_list.currentItem()
@@ -105,3 +129,7 @@ class LibraryPane(QWidget):
             QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Cancel)
         if answer == QMessageBox.Yes:
             self.removeRequested.emit(path)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -29,37 +29,14 @@ from .results_pane import ResultsPane
 from .settings_dialog import SettingsDialog
 from .viewer import ViewerDialog, open_externally
 from .watcher import LibraryWatcher
-from .workers import CoreBridge, ImageLoader
+from .widgets import ElidedLabel
+from .workers import Background, CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
+ESTIMATED_RATE = 8.0  # photos/s of the default model on a 2-core laptop (README "Speed"), until one is measured here
+REFRESH_MS = 3000  # a library another process writes is re-read this often (cheap when unchanged)
 QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at most this large
 MIN_SIZE = QSize(960, 620)
-
-
-class StallMonitor:
-    """Measures the longest gap between 10 ms timer ticks: the GUI thread's worst stall."""
-
-    def __init__(self, parent):
-        self.timer = QTimer(parent)
-        self.timer.setInterval(10)
-        self.timer.timeout.connect(self._tick)
-        self.clock = QElapsedTimer()
-        self.max_gap_ms = 0.0
-        self.gaps: list[float] = []
-
-    def start(self):
-        self.max_gap_ms = 0.0
-        self.gaps = []
-        self.clock.start()
-        self.timer.start()
-
-    def stop(self):
-        self.timer.stop()
-
-    def _tick(self):
-        gap = self.clock.restart()
-        self.gaps.append(gap)
-        self.max_gap_ms = max(self.max_gap_ms, float(gap))
 
 
 class MainWindow(QMainWindow):
@@ -68,18 +45,12 @@ class MainWindow(QMainWindow):
 
     def __init__(self, svc: LibraryService):
         super().__init__()
-        self.svc = svc
-        self.setWindowTitle("HeatSearch" + (" (read-only)" if svc.read_only else ""))
         self.setAcceptDrops(True)
         self.ui_settings = QSettings(str(svc.home / "window.ini"), QSettings.IniFormat)
         self.loader = ImageLoader(parent=self)
-        self.bridge = CoreBridge(svc, self)
-        self.bridge.event.connect(self._on_event)
-        self.bridge.searchDone.connect(self._on_result)
-        self.bridge.searchFailed.connect(self._on_search_failed)
+        self.background = Background(self)
         self.watcher = LibraryWatcher(self)
-        self.watcher.changed.connect(self.start_indexing)
-        self.stall = StallMonitor(self)
+        self.watcher.changed.connect(self._folders_changed)
         self._req_id = 0
         self.last_request: SearchRequest | None = None
         self.last_result: SearchResult | None = None
@@ -90,14 +61,91 @@ class MainWindow(QMainWindow):
         self.last_rate = 0.0
         self._paused_note = ""
         self._reindex_again = False
+        self._changed_dirs: set[str] | None = set()  # folders a watcher saw change meanwhile (None: all)
+        self._left: dict[str, int] = {}  # library folder -> photos a cancelled run left to index
+        self._forgetting: dict[int, str] = {}  # forget command -> folder
+        self._subfolders: list[str] | None = None  # for the folder filter, read when it opens
+        self._subfolders_gen = -1
+        self._taken_range = None
         self._build()
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._debounce.timeout.connect(self.run_search)
+        self._refresh = QTimer(self, interval=REFRESH_MS)  # a library another process writes: follow it
+        self._refresh.timeout.connect(lambda: self.svc.refresh())
         self._restore_ui()
-        self.refresh_library(self.svc.stats())
-        if not svc.read_only and svc.stats().get("folders"):
+        self._attach(svc)
+
+    def _attach(self, svc: LibraryService, problems=()) -> None:
+        """Show `svc`'s library: its events, counts, folders; a rescan at start (photos added while
+        HeatSearch was closed); following it when another process writes it."""
+        self.svc = svc
+        self.bridge = CoreBridge(svc, self)
+        self.bridge.event.connect(self._on_event)
+        self.bridge.searchDone.connect(self._on_result)
+        self.bridge.searchFailed.connect(self._on_search_failed)
+        where = "" if not svc.library else f" — {svc.where}"
+        self.setWindowTitle("HeatSearch" + where + (" (read-only)" if svc.read_only else ""))
+        self.library.set_read_only(svc.read_only)
+        self.results.count.setValue(svc.settings.top)
+        self.local_action.setEnabled(bool(svc.library))
+        self.refresh_library(svc.stats())
+        if problems:
+            self.status_label.setText("; ".join(problems))
+        if not svc.read_only and svc.writer.target is not None and svc.stats().get("folders"):
             QTimer.singleShot(500, self.start_indexing)  # rescan at start: photos added while we were closed
+        if svc.read_only or svc.library:
+            self._refresh.start()
         self._watch_folders()
+
+    def _detach(self) -> None:
+        self._refresh.stop()
+        for name in ("_dups", "_viewer", "_log_dialog"):
+            dlg = getattr(self, name, None)
+            if dlg is not None:
+                if name == "_dups":
+                    dlg.runner.join(3.0)
+                dlg.close()
+                dlg.deleteLater()
+                setattr(self, name, None)
+        self.bridge.shutdown()
+        self.bridge.deleteLater()
+        self.svc.close(3.0)
+        self.index_cmd = None
+        self._left.clear()
+        self.query_path, self.query_pixels, self.last_request = None, None, None
+        self.query_view.set_image(None)
+        self._clear_results("")
+
+    def open_shared_library(self) -> None:
+        """File → Open shared library…: a PostgreSQL URL (remembered for the next start)."""
+        from PySide6.QtWidgets import QInputDialog, QLineEdit
+
+        url, ok = QInputDialog.getText(self, "Open a shared library",
+                                       "The library's address, as `heatsearch server start` prints it
+"
+                                       "(postgresql://user:password@host:port/database):", QLineEdit.Normal,
+                                       self.ui_settings.value("library", "") or "postgresql://")
+        if ok and url.strip():
+            self.switch_library(url.strip())
+
+    def switch_library(self, library: str | None) -> bool:
+        """Close this library and open `library` (None: this computer's); a library that cannot
+        be opened is said in one message and the current one stays."""
+        from .opener import open_library
+
+        QGuiApplication.setOverrideCursor(Qt.WaitCursor)
+        try:
+            new, problems = open_library(self.svc.home, library, self)
+        except HeatSearchError as e:
+            QGuiApplication.restoreOverrideCursor()
+            QMessageBox.warning(self, "HeatSearch", str(e))
+            return False
+        QGuiApplication.restoreOverrideCursor()
+        self._detach()
+        self.ui_settings.setValue("library", library or "")
+        self._attach(new, problems)
+        self.status_label.setText(problems[0] if problems else f"Opened {new.where}")
+        return True
 
     # ---- layout ---------------------------------------------------------------------------------
     def _build(self):
@@ -136,6 +184,7 @@ class MainWindow(QMainWindow):
         self.results.count.setValue(self.svc.settings.top)
         self.results.changed.connect(lambda: self._debounce.start())
         self.results.cutoffChanged.connect(lambda _v: self._apply_cutoff())
+        self.results.filter_btn.toggled.connect(self._filters_opened)
         self.delegate = ThumbnailDelegate(self.loader, self.results_view)
         self.results_view.setItemDelegate(self.delegate)
         self.results_view.fit_cells()
@@ -157,10 +206,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.stack)
 
         sb = self.statusBar()
-        self.status_label = QLabel("")  # searches
-        self.status_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
-        self.index_label = QLabel("")  # indexing, kept apart from the search status
-        self.index_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.status_label = ElidedLabel("")  # searches
+        self.index_label = ElidedLabel("")  # indexing, kept apart from the search status
         self.index_label.setMinimumWidth(120)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(140)
@@ -183,14 +230,19 @@ class MainWindow(QMainWindow):
 
         fm = self.menuBar().addMenu("&File")
         for text, key, slot in (("Add folder…", None, self.choose_folder), ("Open photo…", QKeySequence.Open, self.open_query_dialog),
-                                ("Paste photo", QKeySequence.Paste, self.paste_query), ("Settings…", QKeySequence.Preferences, self.open_settings),
+                                ("Paste photo", QKeySequence.Paste, self.paste_query),
+                                ("Open shared library…", None, self.open_shared_library),
+                                ("Open this computer's library", None, lambda: self.switch_library(None)),
+                                ("Settings…", QKeySequence.Preferences, self.open_settings),
                                 ("Quit", QKeySequence.Quit, self.close)):
             act = QAction(text, self)
             if key is not None:
                 act.setShortcut(key)
-            act.triggered.connect(slot)
+            act.triggered.connect(lambda _checked=False, slot=slot: slot())  # triggered(bool) passes a flag
             fm.addAction(act)
             self.addAction(act)
+            if text.startswith("Open this computer"):
+                self.local_action = act
         vm = self.menuBar().addMenu("&View")
         self.library_dock.toggleViewAction().setText("Library pane")
         self.preview_dock.toggleViewAction().setText("Preview pane")
@@ -261,8 +313,13 @@ class MainWindow(QMainWindow):
     # ---- library --------------------------------------------------------------------------------
     def refresh_library(self, stats: dict | None = None):
         stats = stats or self.svc.stats()
-        self.library.update_stats(stats, indexing=self.index_cmd is not None)
-        self.results.set_folders([f["path"] for f in stats.get("folders", [])])
+        self.library.update_stats(stats, indexing=self.index_cmd is not None, left=self._left)
+        self.results.set_folders([f["path"] for f in stats.get("folders", [])], self._subfolders)
+        if stats.get("taken_range") != self._taken_range:
+            self._taken_range = stats.get("taken_range")
+            self.results.set_dates(self._taken_range)
+        if stats.get("generation") != self._subfolders_gen:
+            self._subfolders = None  # read again when the filter is next opened
         has_folders = bool(stats.get("folders"))
         if self.stack.currentIndex() == 0 and (has_folders or self.query_path or self.query_pixels is not None):
             self.stack.setCurrentIndex(1)
@@ -287,9 +344,29 @@ class MainWindow(QMainWindow):
         self.start_indexing()
 
     def remove_folder(self, path: str):
-        """Forget a folder (after the pane's confirmation): runs on the writer, never here."""
-        self.svc.forget(path)
+        """Forget a folder (after the pane's confirmation): runs on the writer, never here; its photos
+        leave the grid and the viewer at once."""
+        cmd = self.svc.forget(path)
+        self._forgetting[cmd.id] = path
+        self._left.pop(path, None)
         self.index_label.setText(f"Removing {os.path.basename(display(path))} from the library (the photos stay on disk)…")
+        self._drop_hits_under(path)
+
+    def _drop_hits_under(self, folder: str) -> None:
+        from ..core.library.paths import is_within
+
+        hits = [h for h in self.results_model.hits if not is_within(h.path, folder)]
+        if len(hits) != len(self.results_model.hits):
+            for i, h in enumerate(hits):
+                h.rank = i + 1
+            self.results_model.set_hits(hits)
+            self.preview.clear()
+            self._apply_cutoff()
+            viewer = getattr(self, "_viewer", None)
+            if viewer is not None and viewer.isVisible():
+                viewer.show_results(hits, min(viewer.row, max(0, len(hits) - 1)), self.heat_action.isChecked())
+                if not hits:
+                    viewer.close()
 
     def forget_missing(self):
         n = self.svc.stats().get("missing", 0)
@@ -299,15 +376,22 @@ class MainWindow(QMainWindow):
             self.svc.forget(None, missing_only=True)
 
     # ---- indexing -------------------------------------------------------------------------------
-    def start_indexing(self):
-        if self.svc.read_only:
+    def start_indexing(self, only=None):
+        """Look for new, changed and deleted photos (`only`: in these folders) and index them."""
+        if self.svc.read_only or self.svc.writer.target is None:
             return
         running = self.svc.running
         if self.index_cmd is not None or (running is not None and running.name == "index"):
             self._reindex_again = True
+            self._changed_dirs = None if only is None or self._changed_dirs is None else self._changed_dirs | set(only)
             return
         self._reindex_again = False
-        self.svc.index()
+        self._changed_dirs = set()
+        self.svc.index(only=only)
+
+    def _folders_changed(self, dirs: list[str]) -> None:
+        """The watcher saw these folders change: scan them (not the whole library)."""
+        self.start_indexing(only=sorted(dirs))
 
     def toggle_pause(self):
         cur = self.svc.running
@@ -342,7 +426,6 @@ class MainWindow(QMainWindow):
             self.pause_btn.setText("Pause")
             self.cancel_btn.setVisible(True)
             self.index_label.setText("Looking for new and changed photos…")
-            self.stall.start()
         elif kind == "progress" and ev.command == self.index_cmd:
             self.last_progress = ev.data
             self._show_progress(ev.data)
@@ -352,11 +435,18 @@ class MainWindow(QMainWindow):
             self.index_label.setText(ev.data)
         elif kind in ("done", "failed") and ev.command == self.index_cmd:
             self._index_finished(ev)
+        elif kind in ("done", "failed") and ev.command in self._forgetting:
+            folder = os.path.basename(display(self._forgetting.pop(ev.command)).rstrip("/"))
+            if kind == "done" and isinstance(ev.data, int):
+                self.index_label.setText(f"Removed {folder} from the library: {plural(ev.data, 'photo')} forgotten "
+                                         "(the files stay on disk)")
+            else:
+                self.index_label.setText(f"{folder} could not be removed: {ev.data}")
+            self.refresh_library()
+            self._watch_folders()
         elif kind == "failed":
             self.index_label.setText(ev.data)
             QMessageBox.warning(self, "HeatSearch", ev.data)
-        elif kind == "done" and ev.data is not None and isinstance(ev.data, int) and ev.data >= 0:
-            pass
 
     def _show_progress(self, prog):
         if prog.total:
@@ -364,17 +454,17 @@ class MainWindow(QMainWindow):
             self.progress.setValue(prog.done)
         if getattr(prog, "folder_totals", None):
             self.library.set_scan_totals(prog.folder_totals)
-        if prog.rate:
+        if prog.rate and prog.done >= 16:  # a rate from a few photos is mostly start-up
             self.last_rate = prog.rate
+            self.ui_settings.setValue("last_rate", round(prog.rate, 2))
         if prog.phase == "scanning":
             text = "Looking for new and changed photos…"
         elif prog.phase in ("loading the model", "calibrating") and not prog.done:
-            text = f"Preparing to index {prog.total} photos…"
+            text = f"Preparing to index {plural(prog.total, 'photo')}…"
         else:
             eta = ""
             if prog.eta_s is not None and not self._paused_note:
-                s = int(prog.eta_s)
-                eta = f", about {s // 60} min left" if s >= 90 else f", about {max(s, 1)} s left"
+                eta = f", {time_left(prog.eta_s)}"
             text = f"Indexing {prog.done} of {prog.total}{self._paused_note} ({prog.rate:.1f} photos/s{eta})"
             if prog.failed:
                 text += f"; {prog.failed} skipped"
@@ -383,7 +473,6 @@ class MainWindow(QMainWindow):
         self.index_label.setText(text)
 
     def _index_finished(self, ev):
-        self.stall.stop()
         self.index_cmd = None
         self.progress.setVisible(False)
         self.pause_btn.setVisible(False)
@@ -396,15 +485,25 @@ class MainWindow(QMainWindow):
             self.index_label.setText(ev.data)
             QMessageBox.warning(self, "HeatSearch", ev.data)
         elif prog is not None:
-            word = "cancelled" if prog.phase == "cancelled" else "done"
             extra = f", {prog.missing} missing" if prog.missing else ""
-            self.index_label.setText(f"Indexing {word}: {st['indexed']} photos searchable, {st['failed']} skipped{extra}")
+            if prog.phase == "cancelled":
+                left = max(0, prog.total - prog.done)
+                totals = dict(getattr(prog, "folder_totals", {}) or {})
+                self._left = {f["path"]: max(0, totals.get(f["id"], 0) - f.get("indexed", 0) - f.get("failed", 0))
+                              for f in st.get("folders", [])} if totals else {}
+                self.index_label.setText(f"Indexing stopped: {plural(st['indexed'], 'photo')} searchable, "
+                                         f"{plural(left, 'photo')} not indexed yet (Resume in the Library pane)")
+            else:
+                self._left = {}
+                self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, "
+                                         f"{st['failed']} skipped{extra}")
         self.refresh_library(st)
         self._watch_folders()
         self.indexingFinished.emit(prog)
         if getattr(self, "_reindex_again", False):
             self._reindex_again = False
-            QTimer.singleShot(0, self.start_indexing)
+            only = None if self._changed_dirs is None else sorted(self._changed_dirs)
+            QTimer.singleShot(0, lambda: self.start_indexing(only=only))
 
     def show_log(self):
         dlg = QDialog(self)
@@ -557,15 +656,15 @@ class MainWindow(QMainWindow):
         self.query_view.set_weights(res.query_weights, res.weights_box)
         t = res.timings
         plan = res.plan
-        how = []
-        if plan is not None:
-            if plan.qe:
-                how.append("query expansion")
-            if plan.her:
-                how.append("heat re-ranking")
-        refined = f"; refined by {' and '.join(how)}" if how else ""
         self.status_label.setText(f"Search took {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"
-                                  f"{' (box)' if res.box else ''}{refined}")
+                                  f"{' (box)' if res.box else ''}")
+        how = []
+        if plan is not None and plan.qe:
+            how.append("the photo was blended with its closest matches (query expansion)")
+        if plan is not None and plan.her:
+            how.append("the best results were reordered by how they resemble each other (heat re-ranking)")
+        if how:
+            self.status_label.setToolTip(self.status_label.text() + "; " + "; ".join(how))
         self.searchFinished.emit(res)
 
     def _on_search_failed(self, req_id, msg):
@@ -630,8 +729,12 @@ class MainWindow(QMainWindow):
         m.addAction("View", lambda: self.open_viewer(index))
         m.addAction("Open in system viewer", lambda: open_externally(self, hit.path))
         m.addAction("Show in folder", lambda: open_externally(self, hit.path, folder=True))
-        m.addAction("Copy path", lambda: QGuiApplication.clipboard().setText(display(hit.path)))
+        m.addAction("Copy path", lambda: self.copy_path(hit.path))
         m.exec(self.results_view.viewport().mapToGlobal(pos))
+
+    def copy_path(self, path: str) -> None:
+        QGuiApplication.clipboard().setText(display(path))
+        self.status_label.setText(f"Copied the path of {display(os.path.basename(path))}")
 
     def eventFilter(self, obj, e):
         if obj is self.results_view and e.type() == QEvent.KeyPress and e.key() in (Qt.Key_Delete, Qt.Key_Backspace):
@@ -645,10 +748,30 @@ class MainWindow(QMainWindow):
         dlg = getattr(self, "_dups", None)
         if dlg is None:
             dlg = self._dups = DuplicatesDialog(self.svc, self.loader, self)
-            dlg.findSimilar.connect(self.set_query_path)
+            dlg.findSimilar.connect(self._find_similar_from_dialog)
         dlg.show()
         dlg.raise_()
         dlg.refresh()
+
+    def _filters_opened(self, on: bool) -> None:
+        """The folder filter lists the folders under the library folders too: read off the GUI
+        thread (a large library has many), shown when they arrive."""
+        if not on or self._subfolders is not None:
+            return
+        svc, gen = self.svc, self.svc.stats().get("generation")
+        self.background.run(svc.catalog.subfolders, lambda subs: self._got_subfolders(svc, gen, subs))
+
+    def _got_subfolders(self, svc, gen, subs) -> None:
+        if svc is not self.svc or isinstance(subs, Exception):
+            return
+        self._subfolders, self._subfolders_gen = subs, gen
+        self.results.set_folders([f["path"] for f in svc.stats().get("folders", [])], subs)
+
+    def _find_similar_from_dialog(self, path: str) -> None:
+        """A search asked from another window: shown in front, not behind the dialog."""
+        self.set_query_path(path)
+        self.raise_()
+        self.activateWindow()
 
     # ---- window-level drops, settings, about, close ----------------------------------------------------
     def dragEnterEvent(self, e):
@@ -667,12 +790,14 @@ class MainWindow(QMainWindow):
             return
         self.apply_settings(dlg.result_settings())
 
-    def reindex_estimate(self) -> str:
+    def reindex_estimate(self, new: Settings | None = None) -> str:
+        """The photo count and the time a re-index takes here: from the last run's rate (scaled by
+        the new photo size's pixels), else from the engine's measured rate (README: "Speed")."""
         n = self.svc.stats().get("indexed", 0) + self.svc.stats().get("failed", 0)
-        rate = self.last_rate or 3.0
-        s = n / rate
-        when = f"about {round(s / 60)} minutes" if s >= 90 else f"about {max(1, round(s))} seconds"
-        return f"{n} photos, {when} on this computer" + ("" if self.last_rate else " (estimated)")
+        rate = self.last_rate or float(self.ui_settings.value("last_rate", 0) or 0) or ESTIMATED_RATE
+        if new is not None:
+            rate *= (self.svc.settings.max_side / new.max_side) ** 2
+        return f"{plural(n, 'photo')}, {time_left(n / max(rate, 0.01)).replace(' left', '')} on this computer"
 
     def apply_settings(self, new: Settings, confirm: bool = True) -> bool:
         """A model whose weights are missing is refused with the field to use (nothing changes); a
@@ -689,7 +814,7 @@ class MainWindow(QMainWindow):
         if new.needs_new_space(old) and confirm:
             answer = QMessageBox.question(self, "Index the library again?",
                                           f"These settings describe photos differently, so the library is indexed again "
-                                          f"({self.reindex_estimate()}). Searches keep working meanwhile with the current "
+                                          f"({self.reindex_estimate(new)}). Searches keep working meanwhile with the current "
                                           "index, and your photos are not touched. Continue?")
             if answer != QMessageBox.Yes:
                 return False
@@ -703,7 +828,6 @@ class MainWindow(QMainWindow):
     def shutdown(self, timeout: float = 3.0):
         """Stop every worker (also called by tests). Never waits long: a model still loading dies
         with the process; the catalog is consistent at every commit."""
-        self.stall.stop()
         if getattr(self, "_dups", None) is not None:
             self._dups.runner.join(timeout)
         self.bridge.shutdown(timeout)
@@ -717,6 +841,20 @@ class MainWindow(QMainWindow):
         self.ui_settings.sync()
         self.shutdown()
         super().closeEvent(e)
+
+
+def plural(n: int, word: str) -> str:
+    """'1 photo', '2 photos'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def time_left(seconds: float) -> str:
+    """Rounded to what a person reads: 'about 40 s left', 'about 3 min left', 'about 1 h 20 min left'."""
+    s = max(1, round(seconds))
+    if s < 90:
+        return f"about {s} s left"
+    m = round(s / 60)
+    return f"about {m} min left" if m < 90 else f"about {m // 60} h {m % 60:02d} min left"
 
 
 def check_weights(settings: Settings) -> None:

@@ -6,7 +6,7 @@ Frames: widget pixels (mouse) <-> image pixels of the oriented original (what th
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
@@ -45,7 +45,10 @@ class QueryView(QWidget):
         self.placeholder = "Drop a photo here, or press Ctrl+O to open one (Ctrl+V pastes)"
         self.message = ""  # shown instead of the photo (e.g. why a query could not be opened)
         self.setToolTip("The query photo: drag with the mouse to draw a box around what you are looking for; "
-                        "drag inside the box to move it, drag a corner to resize it, Esc clears it")
+                        "drag inside the box to move it, drag a corner to resize it, Esc clears it. "
+                        "Keyboard: B draws a box, the arrows move it, Shift+arrows resize it")
+        self._settle = QTimer(self, singleShot=True, interval=400)  # keys at rest: refine, as on mouse release
+        self._settle.timeout.connect(lambda: self.boxSettled.emit(self.box))
 
     # ---- content --------------------------------------------------------------------------------
     def set_image(self, image: QImage | None, message: str = "", orig_size: tuple[int, int] | None = None):
@@ -180,10 +183,35 @@ class QueryView(QWidget):
         self.boxSettled.emit(self.box)
 
     def keyPressEvent(self, e):
-        if e.key() == Qt.Key_Escape:
+        """The box by keyboard: B draws a centred box (half of each side), the arrows move it and
+        Shift+arrows resize it (by 2 % of the photo; Ctrl: 10 %), Esc clears it. The search follows
+        as it does a dragged box, refined once the keys rest."""
+        k, mods = e.key(), e.modifiers()
+        if k == Qt.Key_Escape:
             self.clear_box()
+            return
+        if self.image is None:
+            return super().keyPressEvent(e)
+        w, h = self.orig_size
+        if k == Qt.Key_B:
+            self.box = self._clip((w / 4, h / 4, 3 * w / 4, 3 * h / 4))
+        elif k in (Qt.Key_Left, Qt.Key_Right, Qt.Key_Up, Qt.Key_Down) and self.box is not None:
+            step = 0.10 if mods & Qt.ControlModifier else 0.02
+            dx = {Qt.Key_Left: -1, Qt.Key_Right: 1}.get(k, 0) * step * w
+            dy = {Qt.Key_Up: -1, Qt.Key_Down: 1}.get(k, 0) * step * h
+            x1, y1, x2, y2 = self.box
+            if mods & Qt.ShiftModifier:  # resize: the right and bottom edges, never below a few pixels
+                x2, y2 = max(x1 + 4, x2 + dx), max(y1 + 4, y2 + dy)
+            else:
+                dx = max(-x1, min(w - x2, dx))
+                dy = max(-y1, min(h - y2, dy))
+                x1, y1, x2, y2 = x1 + dx, y1 + dy, x2 + dx, y2 + dy
+            self.box = self._clip((x1, y1, x2, y2))
         else:
-            super().keyPressEvent(e)
+            return super().keyPressEvent(e)
+        self.update()
+        self.boxChanged.emit(self.box)
+        self._settle.start()
 
     # ---- drops ----------------------------------------------------------------------------------
     def dragEnterEvent(self, e):

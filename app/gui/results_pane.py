@@ -1,16 +1,21 @@
-"""The results pane: controls (count, relevance cut-off, exact duplicates, filters), a line saying
-how many results are shown, and the grid."""
+"""The results pane: controls (count, relevance cut-off, duplicates, filters), a line saying how
+many results are shown, and the grid. The filters: a folder (the library folders and the folders
+under them that hold photos) and a time (quick ranges, the library's own years, or a range typed
+or picked, opening at the library's dates)."""
 from __future__ import annotations
 
-from datetime import datetime
+import os
+from datetime import date, datetime, timedelta
 
 from PySide6.QtCore import QDate, Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDateEdit, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDateEdit, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSlider,
+                               QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.library.paths import display
 from ..core.pipeline.search import Filters
+from ..core.library.paths import is_within
 from .results import ResultsModel, ResultsView
+from .widgets import ElidedLabel
 
 
 class ResultsPane(QWidget):
@@ -43,33 +48,45 @@ class ResultsPane(QWidget):
             row.addWidget(w)
         row.addStretch()
         v.addLayout(row)
-        # the filter bar (hidden until asked for)
+        # the filter bar (hidden until asked for): two short rows, so that opening it never takes
+        # width from the query pane
         self.filter_bar = QWidget()
-        fb = QHBoxLayout(self.filter_bar)
-        fb.setContentsMargins(0, 0, 0, 0)
+        fv = QVBoxLayout(self.filter_bar)
+        fv.setContentsMargins(0, 0, 0, 0)
+        fb = QHBoxLayout()
         self.folder = QComboBox()
         self.folder.setToolTip("Only photos in this folder (and below)")
-        self.folder.setMinimumContentsLength(12)
+        self.folder.setMinimumContentsLength(10)
         self.folder.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.folder.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        for w in (QLabel("Folder"), self.folder):
+            fb.addWidget(w)
+        fv.addLayout(fb)
+        tb = QHBoxLayout()
+        self.when = QComboBox()
+        self.when.setToolTip("Only photos taken in this time (EXIF date, else the file's date)")
         self.after = QDateEdit()
         self.before = QDateEdit()
-        for d, tip in ((self.after, "Only photos taken on or after this day (EXIF date, else the file's date)"),
-                       (self.before, "Only photos taken on or before this day")):
+        for d, tip in ((self.after, "Photos taken on or after this day (type it: YYYY-MM-DD, or pick it)"),
+                       (self.before, "Photos taken on or before this day")):
             d.setCalendarPopup(True)
             d.setDisplayFormat("yyyy-MM-dd")
-            d.setSpecialValueText("any")
-            d.setMinimumDate(QDate(1900, 1, 1))
-            d.setDate(d.minimumDate())
+            d.setMinimumDate(QDate(1800, 1, 1))
             d.setToolTip(tip)
+            d.setVisible(False)
         self.clear_filters = QPushButton("Clear")
         self.clear_filters.setToolTip("Search the whole library again")
-        for w in (QLabel("Folder"), self.folder, QLabel("From"), self.after, QLabel("to"), self.before, self.clear_filters):
-            fb.addWidget(w)
-        fb.addStretch()
+        self.to_label = QLabel("to")
+        self.to_label.setVisible(False)
+        for w in (QLabel("Taken"), self.when, self.after, self.to_label, self.before, self.clear_filters):
+            tb.addWidget(w)
+        tb.addStretch()
+        fv.addLayout(tb)
         self.filter_bar.setVisible(False)
         v.addWidget(self.filter_bar)
-        self.info = QLabel("")
-        self.info.setWordWrap(True)
+        self._span: tuple[date, date] | None = None
+        self.set_dates(None)
+        self.info = ElidedLabel("")
         info_row = QHBoxLayout()
         info_row.addWidget(self.info, 1)
         info_row.addWidget(self.hide_dups)
@@ -85,9 +102,10 @@ class ResultsPane(QWidget):
         self.cutoff.valueChanged.connect(self._on_cutoff)
         self.filter_btn.toggled.connect(self.filter_bar.setVisible)
         self.folder.currentIndexChanged.connect(lambda _: self.changed.emit())
+        self.when.currentIndexChanged.connect(self._on_when)
         self.after.dateChanged.connect(lambda _: self.changed.emit())
         self.before.dateChanged.connect(lambda _: self.changed.emit())
-        self.clear_filters.clicked.connect(self.reset_filters)
+        self.clear_filters.clicked.connect(lambda: self.reset_filters())
 
     def _set_cutoff_label(self, v: int) -> None:
         self.cutoff_label.setText("min off" if v == 0 else f"min {v / 100:.2f}")
@@ -96,37 +114,81 @@ class ResultsPane(QWidget):
         self._set_cutoff_label(v)
         self.cutoffChanged.emit(v / 100)
 
-    def set_folders(self, folders: list[str]) -> None:
+    def set_folders(self, folders: list[str], subfolders: list[str] | None = None) -> None:
+        """The library folders, and (when known) the folders under them that hold photos, indented."""
         current = self.folder.currentData()
         self.folder.blockSignals(True)
         self.folder.clear()
         self.folder.addItem("All folders", "")
         for f in folders:
             self.folder.addItem(display(f), f)
+            for sub in subfolders or ():
+                if sub != f and is_within(sub, f):
+                    depth = len(os.path.relpath(sub, f).split(os.sep))
+                    self.folder.addItem("    " * depth + os.path.basename(display(sub)), sub)
+                    self.folder.setItemData(self.folder.count() - 1, display(sub), Qt.ToolTipRole)
         self.folder.setCurrentIndex(max(0, self.folder.findData(current or "")))
         self.folder.blockSignals(False)
 
+    def set_dates(self, span: tuple[float, float] | None) -> None:
+        """The library's dates (first, last taken, POSIX times): quick ranges and the years it
+        holds; a custom range opens at them."""
+        today = date.today()
+        self._span = (date.fromtimestamp(span[0]), date.fromtimestamp(span[1])) if span else None
+        current = self.when.currentData()
+        choices = [("Any time", ("any",)), ("Last 30 days", ("days", 30)), ("Last 12 months", ("days", 365)),
+                   ("This year", ("year", today.year)), ("Last year", ("year", today.year - 1))]
+        if self._span:
+            for y in range(self._span[1].year, max(self._span[0].year, self._span[1].year - 12) - 1, -1):
+                if y < today.year - 1:
+                    choices.append((str(y), ("year", y)))
+        choices.append(("Custom range…", ("custom",)))
+        self.when.blockSignals(True)
+        self.when.clear()
+        for text, data in choices:
+            self.when.addItem(text, data)
+        i = self.when.findData(current) if current is not None else 0
+        self.when.setCurrentIndex(max(0, i))
+        self.when.blockSignals(False)
+        first, last = self._span or (today - timedelta(days=365), today)
+        for d, day in ((self.after, first), (self.before, last)):
+            d.blockSignals(True)
+            d.setDate(QDate(day.year, day.month, day.day))
+            d.blockSignals(False)
+
+    def _on_when(self, _i: int) -> None:
+        custom = (self.when.currentData() or ("any",))[0] == "custom"
+        for w in (self.after, self.to_label, self.before):
+            w.setVisible(custom)
+        self.changed.emit()
+
     def reset_filters(self) -> None:
-        for w in (self.folder, self.after, self.before):
+        for w in (self.folder, self.when):
             w.blockSignals(True)
         self.folder.setCurrentIndex(0)
-        self.after.setDate(self.after.minimumDate())
-        self.before.setDate(self.before.minimumDate())
-        for w in (self.folder, self.after, self.before):
+        self.when.setCurrentIndex(0)
+        for w in (self.folder, self.when):
             w.blockSignals(False)
-        self.changed.emit()
+        self._on_when(0)
 
     def filters(self) -> Filters:
         folder = self.folder.currentData()
+        kind = self.when.currentData() or ("any",)
 
-        def day(edit: QDateEdit, end: bool) -> float | None:
-            if edit.date() == edit.minimumDate():
-                return None
-            d = edit.date()
-            t = datetime(d.year(), d.month(), d.day()).timestamp()
-            return t + 86400 if end else t
+        def stamp(d: date) -> float:
+            return datetime(d.year, d.month, d.day).timestamp()
 
-        return Filters((folder,) if folder else (), day(self.after, False), day(self.before, True))
+        after = before = None
+        today = date.today()
+        if kind[0] == "days":
+            after = stamp(today - timedelta(days=kind[1]))
+        elif kind[0] == "year":
+            after, before = stamp(date(kind[1], 1, 1)), stamp(date(kind[1] + 1, 1, 1))
+        elif kind[0] == "custom":
+            a, b = self.after.date(), self.before.date()
+            after = stamp(date(a.year(), a.month(), a.day()))
+            before = stamp(date(b.year(), b.month(), b.day()) + timedelta(days=1))
+        return Filters((folder,) if folder else (), after, before)
 
     @property
     def min_score(self) -> float:

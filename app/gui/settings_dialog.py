@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QRadioButton, QSpinBox,
-                               QVBoxLayout, QWidget)
+                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QRadioButton, QScrollArea,
+                               QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.config import PRESETS, Settings
 from ..core.errors import HeatSearchError
@@ -75,7 +75,7 @@ class SettingsDialog(QDialog):
         self.weights.setToolTip("The weights file of a model that is not built in (.pth)")
         browse = QPushButton("Browse…")
         browse.setToolTip("Choose the weights file")
-        browse.clicked.connect(self._browse)
+        browse.clicked.connect(lambda: self._browse())
         wl.addWidget(self.weights)
         wl.addWidget(browse)
         form.addRow("Weights file", wrow)
@@ -102,7 +102,8 @@ class SettingsDialog(QDialog):
         self.dim = QSpinBox()
         self.dim.setRange(0, 2048)
         self.dim.setSpecialValueText("Automatic (grows with the library)")
-        self.dim.setToolTip("Length of the searched descriptions after whitening. Automatic follows the library's size.")
+        self.dim.setToolTip("How many numbers describe each photo in the search. Automatic follows the library's size "
+                            "(a larger library gets longer descriptions); shorter is smaller and faster.")
         form.addRow("Description length", self.dim)
         self.qe = QComboBox()
         self.her = QComboBox()
@@ -123,7 +124,13 @@ class SettingsDialog(QDialog):
         self.top.setToolTip("How many results a search shows")
         form.addRow("Results shown", self.top)
         self.advanced.setVisible(False)
-        v.addWidget(self.advanced)
+        # on a small screen the advanced section scrolls instead of pushing the buttons off it
+        self.advanced_area = QScrollArea()
+        self.advanced_area.setWidget(self.advanced)
+        self.advanced_area.setWidgetResizable(True)
+        self.advanced_area.setFrameShape(QScrollArea.NoFrame)
+        self.advanced_area.setVisible(False)
+        v.addWidget(self.advanced_area, 1)
         self.error = QLabel()
         self.error.setStyleSheet("color: #b03030")
         self.error.setWordWrap(True)
@@ -160,8 +167,14 @@ class SettingsDialog(QDialog):
 
     def _toggle_advanced(self, on: bool) -> None:
         self.advanced.setVisible(on)
+        self.advanced_area.setVisible(on)
         self.advanced_btn.setText("Hide advanced settings" if on else "Show advanced settings")
+        screen = self.screen().availableGeometry() if self.screen() is not None else None
+        room = (screen.height() - 60) if screen is not None else 700  # the window manager's title bar
+        self.advanced_area.setMinimumHeight(min(self.advanced.sizeHint().height(), max(200, room - 260)) if on else 0)
         self.adjustSize()
+        if self.height() > room:
+            self.resize(self.width(), room)
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Weights file", "", "PyTorch weights (*.pth *.pt)")

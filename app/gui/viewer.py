@@ -1,12 +1,14 @@
-"""The built-in viewer (double-click or Enter on a result): the photo large, fitted or at 1:1,
-previous/next through the results, the heat overlay, "Search with this photo", "Draw a box here",
-and the system viewer / file manager with a visible message when there is none."""
+"""The built-in viewer (double-click or Enter on a result): the photo large, fitted or zoomed (F,
++/-, Ctrl+wheel), previous/next through the results (Left/Right, also when the picture has the
+focus: shortcuts, not key events the scroll area would take), the heat overlay (H), "Search with
+this photo", "Draw a box here", and the system viewer / file manager with a visible message when
+there is none."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QImage, QPainter, QPixmap
+from PySide6.QtCore import QEvent, QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QPainter, QPixmap, QShortcut
 from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QScrollArea,
                                QSizePolicy, QVBoxLayout)
 
@@ -41,6 +43,7 @@ class ViewerDialog(QDialog):
         self.hits = []
         self.row = 0
         self.fit = True
+        self.zoom = 1.0  # when not fitted: screen pixels per image pixel
         v = QVBoxLayout(self)
         self.scroll = QScrollArea()
         self.scroll.setAlignment(Qt.AlignCenter)
@@ -57,13 +60,13 @@ class ViewerDialog(QDialog):
         self.prev_btn = QPushButton("◀ Previous")
         self.next_btn = QPushButton("Next ▶")
         self.fit_btn = QPushButton("Actual size")
-        self.heat_check = QCheckBox("Heat map")
+        self.heat_check = QCheckBox("Heat overlay")
         self.search_btn = QPushButton("Search with this photo")
         self.box_btn = QPushButton("Draw a box here")
         self.open_btn = QPushButton("Open in system viewer")
         self.reveal_btn = QPushButton("Show in folder")
         tips = {self.prev_btn: "Previous result (Left arrow)", self.next_btn: "Next result (Right arrow)",
-                self.fit_btn: "Switch between fitting the window and actual pixels (F)",
+                self.fit_btn: "Switch between fitting the window and actual pixels (F; zoom with + and - or Ctrl+wheel)",
                 self.heat_check: "Show which parts of the photo carried its description (H)",
                 self.search_btn: "Use this photo as the query", self.box_btn: "Use this photo as the query and draw a box on it",
                 self.open_btn: "Open the photo in your system's viewer", self.reveal_btn: "Open its folder in your file manager"}
@@ -79,19 +82,42 @@ class ViewerDialog(QDialog):
         self.box_btn.clicked.connect(lambda: self._emit(self.drawBoxOn))
         self.open_btn.clicked.connect(lambda: self.hit and open_externally(self, self.hit.path))
         self.reveal_btn.clicked.connect(lambda: self.hit and open_externally(self, self.hit.path, folder=True))
-        self._keys = {Qt.Key_Left: lambda: self.step(-1), Qt.Key_Right: lambda: self.step(1),
-                      Qt.Key_F: self.toggle_fit, Qt.Key_H: self.heat_check.toggle}
+        # shortcuts of the whole dialog: the scroll area would otherwise take the arrows to scroll
+        keys = {Qt.Key_Left: lambda: self.step(-1), Qt.Key_Right: lambda: self.step(1), Qt.Key_F: self.toggle_fit,
+                Qt.Key_H: self.heat_check.toggle, Qt.Key_Plus: lambda: self.zoom_by(1.25),
+                Qt.Key_Equal: lambda: self.zoom_by(1.25), Qt.Key_Minus: lambda: self.zoom_by(0.8)}
+        self._shortcuts = []
+        for key, fn in keys.items():
+            sc = QShortcut(QKeySequence(key), self)
+            sc.setContext(Qt.WindowShortcut)
+            sc.activated.connect(fn)
+            self._shortcuts.append(sc)
         for b in (self.prev_btn, self.next_btn, self.fit_btn, self.search_btn, self.box_btn, self.open_btn, self.reveal_btn):
             b.setFocusPolicy(Qt.NoFocus)  # arrows page through results, they do not move focus
+        self.heat_check.setFocusPolicy(Qt.NoFocus)
+        self.scroll.viewport().installEventFilter(self)
         loader.loaded.connect(self._on_loaded)
         self.resize(1000, 700)
 
-    def keyPressEvent(self, e):
-        fn = self._keys.get(e.key())
-        if fn is not None:
-            fn()
-        else:
-            super().keyPressEvent(e)
+    def eventFilter(self, obj, e):
+        if e.type() == QEvent.Wheel and e.modifiers() & Qt.ControlModifier:
+            self.zoom_by(1.25 if e.angleDelta().y() > 0 else 0.8)
+            return True
+        return super().eventFilter(obj, e)
+
+    def zoom_by(self, factor: float) -> None:
+        """Zoom in or out from what is shown (from the fitted size when fitted)."""
+        img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
+        if img is None or img.isNull():
+            return
+        if self.fit:
+            vp = self.scroll.viewport().size()
+            self.zoom = min(vp.width() / img.width(), vp.height() / img.height())
+            self.fit = False
+            self.fit_btn.setText("Fit to window")
+            self.scroll.setWidgetResizable(False)
+        self.zoom = max(0.05, min(8.0, self.zoom * factor))
+        self._render()
 
     @property
     def hit(self):
@@ -110,6 +136,7 @@ class ViewerDialog(QDialog):
 
     def toggle_fit(self) -> None:
         self.fit = not self.fit
+        self.zoom = 1.0
         self.fit_btn.setText("Actual size" if self.fit else "Fit to window")
         self.scroll.setWidgetResizable(self.fit)
         self._render()
@@ -132,7 +159,8 @@ class ViewerDialog(QDialog):
         if hit is None:
             return
         self.setWindowTitle(f"{Path(display(hit.path)).name} — HeatSearch viewer")
-        self.caption.setText(f"#{hit.rank} of {len(self.hits)} · relevance {hit.score:.2f} · {display(hit.path)}")
+        zoom = "" if self.fit else f" · {self.zoom:.0%}"
+        self.caption.setText(f"#{hit.rank} of {len(self.hits)} · relevance {hit.score:.2f}{zoom} · {display(hit.path)}")
         img = self.loader.get(hit.path, VIEWER_LOAD)
         if img is None:
             self.loader.request(hit.path, VIEWER_LOAD)
@@ -145,6 +173,9 @@ class ViewerDialog(QDialog):
         shown = img
         if self.fit:
             shown = img.scaled(self.scroll.viewport().size() - QSize(4, 4), Qt.KeepAspectRatio, Qt.SmoothTransformation)
+        elif self.zoom != 1.0:
+            shown = img.scaled(max(1, round(img.width() * self.zoom)), max(1, round(img.height() * self.zoom)),
+                               Qt.KeepAspectRatio, Qt.SmoothTransformation)
         shown = shown.convertToFormat(QImage.Format_ARGB32)
         if self.heat_check.isChecked():
             grid = hit.grid

@@ -1,5 +1,6 @@
 """A live library: the library's folders are watched (QFileSystemWatcher on every folder, up to a
-limit), and a change asks for an incremental index after a quiet moment."""
+limit), and a change asks for an incremental index of the folders that changed (not a rescan of
+the whole library) after a quiet moment."""
 from __future__ import annotations
 
 import os
@@ -11,18 +12,25 @@ DEBOUNCE_MS = 3000
 
 
 class LibraryWatcher(QObject):
-    changed = Signal()  # something under a library folder changed (debounced)
+    changed = Signal(list)  # the folders that changed under the library folders (debounced)
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.fs = QFileSystemWatcher(self)
         self.fs.directoryChanged.connect(self._poke)
         self.timer = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
-        self.timer.timeout.connect(self.changed)
+        self.timer.timeout.connect(self._fire)
         self.roots: list[str] = []
+        self._dirs: set[str] = set()
 
-    def _poke(self, _path: str) -> None:
+    def _poke(self, path: str) -> None:
+        self._dirs.add(path)
         self.timer.start()
+
+    def _fire(self) -> None:
+        dirs, self._dirs = sorted(self._dirs), set()
+        if dirs:
+            self.changed.emit(dirs)
 
     def watch(self, roots: list[str]) -> int:
         """Watch `roots` and their subfolders (hidden ones skipped). Returns how many are watched."""

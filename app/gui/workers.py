@@ -14,11 +14,11 @@ from collections import OrderedDict
 from PySide6.QtCore import QBuffer, QByteArray, QObject, QRunnable, QSize, Qt, QThreadPool, Signal
 from PySide6.QtGui import QImage, QImageReader
 
-from ..core.imageio import RAW_EXTENSIONS, HEIF_EXTENSIONS, decode
+from ..core.imageio import EXTENSIONS, decode
 from ..core.library.service import Event, LibraryService
 from ..core.pipeline.search import SearchRequest, Searcher, SearchWorker
 
-QT_FORMATS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff"}
+JPEG_FORMATS = {".jpg", ".jpeg", ".jpe"}
 
 
 class CoreBridge(QObject):
@@ -47,38 +47,55 @@ class CoreBridge(QObject):
 
 
 def read_qimage(path: str, box: QSize | None = None) -> tuple[QImage, str]:
-    """Decode a photo for the screen, EXIF-oriented, scaled to fit `box` (None: full size).
-    Returns (image, error); the image is null on error. Safe for any file name: the bytes are read
-    by Python (names that are not UTF-8 included); HEIC and RAW go through the core's decoders."""
+    """Decode a photo for the screen, EXIF-oriented exactly as the core sees it, scaled to fit
+    `box` (None: full size). Returns (image, error); the image is null on error.
+
+    JPEG goes through Qt's reader (it decodes at reduced size and honours EXIF orientation); every
+    other format through the core's decoder, so a PNG, WebP or TIFF carrying an orientation is
+    turned once, as the core turns it (Qt ignores it there: a drawn box selected another region),
+    and no Qt plugin sees a buffer that may be freed before it (a TIFF shown crashed the app).
+    Safe for any file name: the bytes are read by Python."""
     ext = os.path.splitext(path)[1].lower()
-    if ext in QT_FORMATS:
+    if ext in JPEG_FORMATS:
         try:
             with open(path, "rb") as fh:
                 data = QByteArray(fh.read())
         except OSError as e:
-            return QImage(), e.strerror or str(e)
+            return QImage(), _plain(e)
         buf = QBuffer(data)
         buf.open(QBuffer.ReadOnly)
         reader = QImageReader(buf)
-        reader.setAutoTransform(True)  # EXIF orientation, like the core's decoder
-        raw = reader.size()
-        if box is not None and raw.isValid():  # decode at reduced size (JPEG scaling)
-            reader.setScaledSize(raw.scaled(box * 2, Qt.KeepAspectRatio) if raw.width() > box.width() * 2 else raw)
-        img = reader.read()
+        try:
+            reader.setAutoTransform(True)  # EXIF orientation, like the core's decoder
+            raw = reader.size()
+            if box is not None and raw.isValid():  # decode at reduced size (JPEG scaling)
+                reader.setScaledSize(raw.scaled(box * 2, Qt.KeepAspectRatio) if raw.width() > box.width() * 2 else raw)
+            img = reader.read()
+            err = reader.errorString()
+        finally:
+            reader.setDevice(None)  # the reader lets go of the buffer before the buffer goes
+            buf.close()
         if img.isNull():
-            return img, reader.errorString()
-    elif ext in RAW_EXTENSIONS | HEIF_EXTENSIONS or ext == ".avif":
+            return img, err
+    elif ext in EXTENSIONS:
         try:
             photo = decode(path, draft_side=max(box.width(), box.height()) if box is not None else None)
         except Exception as e:  # noqa: BLE001 - shown as the reason
-            return QImage(), str(e)
+            return QImage(), _plain(e)
         im = photo.image
         img = QImage(im.tobytes(), im.width, im.height, 3 * im.width, QImage.Format_RGB888).copy()
     else:
-        return QImage(), "unsupported format"
+        return QImage(), "not a photo format HeatSearch reads"
     if box is not None and (img.width() > box.width() or img.height() > box.height()):
         img = img.scaled(box, Qt.KeepAspectRatio, Qt.SmoothTransformation)
     return img, ""
+
+
+def _plain(e: Exception) -> str:
+    """A reason in words (an OSError's text, not its class)."""
+    if isinstance(e, OSError):
+        return e.strerror or str(e) or "cannot read the file"
+    return str(e) or type(e).__name__
 
 
 class _Task(QRunnable):
@@ -174,3 +191,25 @@ class ImageLoader(QObject):
     def shutdown(self, ms: int = 5000) -> None:
         self.clear_queue()
         self.pool.waitForDone(ms)
+
+
+class Background(QObject):
+    """A short job off the GUI thread (a catalog read), its answer back on the GUI thread."""
+
+    _done = Signal(object, object)  # callback, result (or the exception)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._done.connect(lambda cb, result: cb(result))
+
+    def run(self, fn, callback) -> threading.Thread:
+        def work():
+            try:
+                result = fn()
+            except Exception as e:  # noqa: BLE001 - handed to the callback, which decides
+                result = e
+            self._done.emit(callback, result)
+
+        t = threading.Thread(target=work, name="heatsearch-background", daemon=True)
+        t.start()
+        return t

@@ -13,7 +13,9 @@ from app.core.library.service import LibraryService
 
 
 def tiny_settings(**kw) -> Settings:
-    return Settings(**{"backbone": "tiny-random", "max_side": 128, "batch_size": 4, "engine": "torch", **kw})
+    """A tiny random network at 128 px, on the default engine (OpenVINO on the CPU: the path users
+    run; its export is made once per test session)."""
+    return Settings(**{"backbone": "tiny-random", "max_side": 128, "batch_size": 4, "engine": "auto", **kw})
 
 
 def open_lib(home: Path, library: str | None = None, **kw) -> LibraryService:

@@ -76,3 +76,22 @@ def test_a_raw_with_a_jpeg_twin_is_indexed_once_and_every_format_is_searchable(t
     res = s.search(SearchRequest(image=other, top=1, qe="off", her="off"))
     assert res.hits[0].path.endswith("phone.heic")  # the HEIC was decoded to the same picture
     svc.close()
+
+
+@pytest.mark.parametrize("ext", [".jpg", ".png", ".webp", ".tiff"])
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_exif_orientation_is_honoured_once_in_every_format(tmp_path, source, ext, orientation):
+    """(18.10, 20) Not only JPEG carries an orientation: PNG, WebP and TIFF photos are turned once
+    (a TIFF was turned twice: its size swapped back, the photo stretched before the model), and
+    the size read from the header is the turned photo's."""
+    from app.core.imageio import image_size
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    f = tmp_path / f"turned{ext}"
+    source.save(f, exif=exif if ext == ".tiff" else exif.tobytes())
+    want = source.transpose({3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_270,
+                             8: Image.Transpose.ROTATE_90}[orientation])
+    photo = decode(f)
+    assert photo.image.size == want.size and photo.orig_size == want.size and image_size(f) == want.size
+    assert similar(photo.image, want) > 0.95

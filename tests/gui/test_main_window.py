@@ -176,13 +176,24 @@ def test_pause_keeps_the_count_resume_and_cancel(qtbot, window, tmp_path, monkey
     assert len(seen) <= frozen + 1  # at most the photo in flight finishes
     text = window.index_label.text()
     assert "paused" in text and "of 60" in text  # the count stays visible while paused
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
+        qtbot.mouseClick(window.pause_btn, Qt.LeftButton)  # Resume: it goes on to the end
+        assert window.pause_btn.text() == "Pause"
+    assert blocker.args[0].phase == "done" and window.svc.stats()["indexed"] == 60
+    wait_idle(qtbot, window)
+    # Cancel (here while paused, so that it is never too late): the run stops, what was done stays
+    more = tmp_path / "more"
+    for i in range(40):
+        write_photo(more / f"m{i:02d}.png", 200 + i, size=(200, 150))
+    seen.clear()
+    window.add_folder(str(more))
+    qtbot.waitUntil(lambda: any(n > 0 for n in seen), timeout=30000)
     qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
-    assert window.pause_btn.text() == "Pause"
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
-    assert blocker.args[0].phase in ("cancelled", "done")
+    assert blocker.args[0].phase == "cancelled"
     wait_idle(qtbot, window)
-    assert window.svc.stats()["indexed"] <= 60
+    assert 60 < window.svc.stats()["indexed"] < 100
 
 
 def test_indexing_progress_never_overwrites_the_search_status(qtbot, window, photo_dir, tmp_path):

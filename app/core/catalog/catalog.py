@@ -294,14 +294,36 @@ class Catalog:
             return [paths.from_db(p) for p in s.scalars(select(Folder.path))]
 
     def folders(self) -> list[FolderInfo]:
+        """The library folders (not the exclusions)."""
         with self._read() as s:
-            return [FolderInfo(f.id, paths.from_db(f.path), f.state) for f in s.scalars(select(Folder).order_by(Folder.path))]
+            return [FolderInfo(f.id, paths.from_db(f.path), f.state)
+                    for f in s.scalars(select(Folder).where(Folder.state != "excluded").order_by(Folder.path))]
+
+    def exclusions(self) -> list[str]:
+        """Folders and files inside library folders that the user forgot: never scanned again
+        (until added back)."""
+        with self._read() as s:
+            return [paths.from_db(p) for p in s.scalars(select(Folder.path).where(Folder.state == "excluded"))]
+
+    def set_exclusion(self, path: str, excluded: bool) -> None:
+        """Exclude `path` (forgotten inside a library folder: exclusions under it are merged into
+        it), or lift the exclusions that cover `path` (asked for again), leaving those inside it."""
+        def write(s):
+            for f in s.scalars(select(Folder).where(Folder.state == "excluded")):
+                inside, covers = paths.is_within(paths.from_db(f.path), path), paths.is_within(path, paths.from_db(f.path))
+                if (excluded and inside) or (not excluded and covers):
+                    s.delete(f)
+            if excluded:
+                s.flush()
+                s.add(Folder(path=paths.to_db(path), added_at=time.time(), state="excluded"))
+
+        self._write(write)
 
     def add_folder(self, path: str) -> FolderInfo:
         """Add a resolved folder path; a folder inside an existing one adds nothing (returns the
         enclosing one)."""
         def write(s):
-            for f in s.scalars(select(Folder)):
+            for f in s.scalars(select(Folder).where(Folder.state != "excluded")):
                 if paths.is_within(path, paths.from_db(f.path)):
                     return FolderInfo(f.id, paths.from_db(f.path), f.state)
             f = Folder(path=paths.to_db(path), added_at=time.time(), state="ok")
@@ -654,6 +676,13 @@ class Catalog:
         out = [{"id": f.id, "path": f.path, "state": f.state, **per.get(f.id, blank())} for f in folders]
         total = {k: sum(d[k] for d in per.values()) for k in ("images", "indexed", "failed", "missing")}
         return {"folders": out, **total}
+
+    def date_range(self) -> tuple[float, float] | None:
+        """(first, last) time a searchable photo was taken (POSIX), or None for an empty library."""
+        with self._read() as s:
+            lo, hi = s.execute(select(func.min(Image.taken), func.max(Image.taken)).where(Image.status == "indexed",
+                                                                                          Image.taken > 0)).first()
+        return (float(lo), float(hi)) if lo is not None else None
 
     def count_indexed(self, space_id: int | None = None) -> int:
         """Searchable photos (with a descriptor in `space_id`, when given)."""

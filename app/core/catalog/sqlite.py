@@ -67,7 +67,8 @@ class SqliteDialect:
         except sqlite3.Error as e:
             raise self.explain(e) from e
         if rows != ["ok"]:
-            raise damaged(self.path, "; ".join(str(r) for r in rows)[:160])
+            lines = [ln.strip() for r in rows for ln in str(r).splitlines() if ln.strip() and not ln.startswith("***")]
+            raise damaged(self.path, (lines[0] if lines else "integrity check failed")[:120])
 
     def is_lock_error(self, e: Exception) -> bool:
         text = str(getattr(e, "orig", e) or e).lower()

@@ -313,8 +313,9 @@ class LibraryService:
         return cmd
 
     def index(self, folders=(), control: JobControl | None = None, stream: bool = False, verify: bool = False,
-              ray: str | None = None, workers: int | None = None, path_map=()) -> Command:
-        """Add `folders` (if any) and index the whole library (incremental). ray: describe the
+              ray: str | None = None, workers: int | None = None, path_map=(), only=None) -> Command:
+        """Add `folders` (if any) and index the whole library (incremental); `only`: just these
+        folders inside it (what a watcher saw change). ray: describe the
         photos on a Ray cluster ("auto" or an address; pipeline/distributed.py) instead of here;
         workers: its actors; path_map: (local, remote) folders for workers that mount them elsewhere."""
         self._writable()
@@ -334,7 +335,8 @@ class LibraryService:
                 prod = RayProducer(ray, ModelSpec.of(space, self.settings), prod, workers, path_map, self._log)
             last = None
             try:
-                for prog in index_library(self.writer, cmd.control, prod, self.settings.batch_size, verify=verify):
+                for prog in index_library(self.writer, cmd.control, prod, self.settings.batch_size, verify=verify,
+                                          only=None if folders else only):
                     last = prog
                     self._emit(Event("progress", cmd.id, prog), cmd)
                     self._maybe_stats()

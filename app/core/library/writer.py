@@ -116,7 +116,7 @@ class LibraryWriter:
         """Before a space is created for a weights file the user named: the file must load as
         this model (a wrong file would make an empty space that a purge could mistake for the
         library's)."""
-        if not self.settings.weights or bb.spec.offline:
+        if not self.settings.weights:
             return
         try:
             bb.module  # loads the checkpoint (weights_only) into the architecture
@@ -376,6 +376,7 @@ class LibraryWriter:
                                  "choose another data folder (--home) or another photo folder")
             if paths.is_within(p, self.home):
                 raise InputError("the HeatSearch data folder cannot be a photo folder")
+        self.catalog.set_exclusion(str(p), excluded=False)  # asked for again: scanned again
         f = self.catalog.add_folder(str(p))
         self.refresh_folders()
         self.publish()
@@ -410,6 +411,8 @@ class LibraryWriter:
                 raise InputError(f"{paths.display(target)} is not in the library (nothing was forgotten)")
             return 0
         self.remove(ids, [] if missing_only else whole)
+        if not missing_only and target is not None and not whole:  # a part of a library folder
+            self.catalog.set_exclusion(target, excluded=True)  # or the next scan would bring it back
         self.maintain()
         self.refresh_folders()
         self.publish()
@@ -462,6 +465,7 @@ class LibraryWriter:
             "serving_space": sv.row.info.__dict__ if sv and sv is not st else None,
             "unusable": self.unusable,
             "library": self.catalog.where,
+            "taken_range": self.catalog.date_range(),
         })
         return out
 

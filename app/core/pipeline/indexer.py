@@ -59,6 +59,7 @@ class Progress:
     last_errors: list[tuple[str, str]] = field(default_factory=list)
     folder_totals: dict[int, int] = field(default_factory=dict)  # photos found per folder by the scan
     workers: int = 0  # producers at work (1 here; the actors of a cluster)
+    scanned: int = 0  # photo files the scan looked at
 
     def emit(self) -> "Progress":
         """A copy to hand out (listing the errors since the last one), after which they are cleared."""
@@ -86,22 +87,28 @@ class Plan:
     calibrate: int = 0  # the first `calibrate` tasks are the mean's sample
 
 
-def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False) -> Plan | None:
-    """Scan the reachable folders against the catalog; record what needs no CNN (missing folders,
-    special files, restored photos). None when cancelled."""
+def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False, only=None) -> Plan | None:
+    """Scan the reachable folders against the catalog (`only`: just these folders inside them,
+    e.g. the ones a watcher saw change); record what needs no CNN (missing folders, special files,
+    restored photos). None when cancelled."""
     cat = writer.catalog
     writer.refresh_folders()
     reachable = {f.id: f.path for f in writer.folders if f.state == "ok"}
+    scopes = reachable
+    if only is not None:
+        scopes = [(fid, str(d)) for d in only for fid, root in reachable.items() if paths.is_within(d, root)]
     missing_folders = [f.id for f in writer.folders if f.state == "missing"]
     if missing_folders:
         ids = cat.image_ids(missing_folders, status="indexed")
         writer.mark_missing(ids)
         prog.missing += len(ids)
     known = cat.known(reachable, writer.target.id)
-    diff = diff_folders(reachable, known, lambda: control.cancelled, verify)
+    diff = diff_folders(scopes, known, lambda: control.cancelled, verify, cat.exclusions())
     if control.cancelled:
         return None
-    prog.folder_totals = dict(diff.per_folder)
+    prog.scanned = sum(diff.per_folder.values())
+    if only is None:
+        prog.folder_totals = dict(diff.per_folder)
     for d, why in diff.unreadable:
         prog.last_errors.append((paths.display(d), why))
     todo = [(p, why) for p, why in diff.special if p not in known or known[p].status != "failed"]
@@ -206,16 +213,16 @@ class LocalProducer:
             yield [describe_decoded(d, m, mu, params) for d, m in pairs]
 
 
-def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 8, verify: bool = False
-                  ) -> Iterator[Progress]:
-    """Index every reachable folder of the library into the writer's target space. Yields
-    Progress copies after the scan and every batch. verify: re-read every file's bytes (finds a
-    photo replaced by one of the same size and time)."""
+def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 8, verify: bool = False,
+                  only=None) -> Iterator[Progress]:
+    """Index every reachable folder of the library (`only`: these folders inside it) into the
+    writer's target space. Yields Progress copies after the scan and every batch. verify: re-read
+    every file's bytes (finds a photo replaced by one of the same size and time)."""
     prog = Progress("scanning")
     yield prog.emit()
     if writer.target is None:
         raise Cancelled(writer.unusable or "no model to index with")
-    p = plan(writer, control, prog, verify)
+    p = plan(writer, control, prog, verify, only)
     if p is None:
         prog.phase = "cancelled"
         yield prog.emit()

@@ -68,9 +68,9 @@ def decode_file(info: FileInfo, max_side: int, mean, std, reuse: Mapping[str, in
         finally:
             if big:
                 _big.release()
+        check_content(photo.image)  # on the photo itself: a thumbnail averages fine noise into grey
         small = photo.image.copy()
         small.thumbnail((256, 256), PILImage.BILINEAR)  # one small copy for the cheap signatures
-        check_content(small)
         prepared = prepare(photo.image, photo.orig_size, max_side, mean, std)
         return Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(small),
                        dihedral_phash(small), thumb(small))

@@ -47,7 +47,7 @@ class ScanDiff:
 
 
 def walk_photos(root: Path, errors: list | None = None, special: list | None = None,
-                cancelled: Callable[[], bool] | None = None):
+                cancelled: Callable[[], bool] | None = None, excluded: list[str] = ()):
     """Yield (path str, stat) of photo files under `root`, recursively. Hidden files and folders
     are skipped; symlinked folders are followed once (a link loop is cut by the real-path set),
     except links to system folders (/proc, /sys, /dev, /run) or to the root or one of its
@@ -73,8 +73,8 @@ def walk_photos(root: Path, errors: list | None = None, special: list | None = N
             continue
         twins = raw_twins([e.name for e in entries])
         for e in entries:
-            if e.name.startswith("."):
-                continue
+            if e.name.startswith(".") or (excluded and any(paths.is_within(e.path, x) for x in excluded)):
+                continue  # hidden, or forgotten by the user
             if e.name in twins:  # a RAW file with a same-name JPEG beside it: the JPEG is indexed
                 if special is not None:
                     special.append((os.path.abspath(e.path), f"indexed as its JPEG twin {twins[e.name]}"))
@@ -135,18 +135,21 @@ def raw_twins(names: list[str]) -> dict[str, str]:
     return out
 
 
-def diff_folders(folders: dict[int, str], known: dict[str, Known], cancelled: Callable[[], bool] | None = None,
-                 verify: bool = False) -> ScanDiff:
-    """folders: id -> absolute path (only reachable ones); known: path -> catalog row.
+def diff_folders(folders, known: dict[str, Known], cancelled: Callable[[], bool] | None = None,
+                 verify: bool = False, excluded: list[str] = ()) -> ScanDiff:
+    """folders: id -> absolute path (only reachable ones), or (id, path) pairs where a path may be
+    a part of its library folder (a scan of what changed); known: path -> catalog row.
 
     A file is unchanged when its (size, mtime) match its row (verify=True: every file is treated
     as changed, so its content digest is checked). Rows under unreadable folders, or under no
-    scanned folder, are left alone; rows whose whole directory vanished go to vanished_dirs."""
+    scanned folder, are left alone; rows whose whole directory vanished go to vanished_dirs.
+    `excluded`: paths the user forgot inside library folders (not scanned)."""
     diff = ScanDiff()
     present: set[str] = set()
-    for fid, root in folders.items():
+    items = list(folders.items()) if isinstance(folders, dict) else list(folders)
+    for fid, root in items:
         n_special = len(diff.special)
-        for p, st in walk_photos(Path(root), diff.unreadable, diff.special, cancelled):
+        for p, st in walk_photos(Path(root), diff.unreadable, diff.special, cancelled, excluded):
             if p in present:
                 continue
             present.add(p)
@@ -164,7 +167,7 @@ def diff_folders(folders: dict[int, str], known: dict[str, Known], cancelled: Ca
         present.update(p for p, _ in diff.special[n_special:])  # reported, not gone
     if cancelled is not None and cancelled():
         return diff
-    roots = list(folders.values())
+    roots = [r for _, r in items]
     blocked = [d for d, _ in diff.unreadable]
     for p, row in known.items():
         if p in present or row.status == "missing":

@@ -133,7 +133,10 @@ class Searcher:
         """Content key of the query's feature map: path + size + mtime, or a digest of the pixels
         (never the object's id: CPython reuses ids)."""
         if req.path:
-            st = os.stat(req.path)
+            try:
+                st = os.stat(req.path)
+            except OSError as e:
+                raise InputError(f"cannot read the query photo: {e.strerror or e}") from e
             return ("path", os.path.realpath(req.path), st.st_size, st.st_mtime_ns, snap.space.key)
         im = req.image
         return ("pixels", hashlib.sha1(im.tobytes()).hexdigest(), im.size, im.mode, snap.space.key)

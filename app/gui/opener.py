@@ -1,0 +1,34 @@
+"""Opening a library for the window: this computer's (the data folder) or a shared one (a
+PostgreSQL URL), writable, or read-only beside another HeatSearch when the user agrees. The
+settings are never changed here: a model whose weights file is not reachable (an unplugged drive)
+leaves the library answering as indexed, and the window says why."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def open_library(home: Path, library: str | None = None, parent=None, interactive: bool = True):
+    """(LibraryService, problems to show). Raises HeatSearchError when it cannot be opened at all."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from ..core.config import Settings
+    from ..core.errors import HeatSearchError, LibraryBusyError
+    from ..core.library.service import LibraryService
+
+    settings = Settings.load(home)
+    problems = list(settings.problems)
+    try:
+        svc = LibraryService(home, settings, library=library)
+    except LibraryBusyError as e:
+        if not interactive or QMessageBox.question(parent, "HeatSearch is already open",
+                                                   f"{e}.\n\nOpen it read-only (search only)?") != QMessageBox.Yes:
+            raise
+        svc = LibraryService(home, settings, library=library, read_only=True)
+    try:
+        svc.wait_ready(120)
+    except HeatSearchError as e:
+        problems.append(str(e))
+    if svc.writer.unusable:
+        problems.append(f"{svc.writer.unusable}. Searches use the library as it was indexed; indexing waits until the "
+                        "file is back, or choose another model in Settings")
+    return svc, problems
