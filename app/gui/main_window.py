@@ -86,6 +86,7 @@ class MainWindow(QMainWindow):
         where = "" if not svc.library else f" — {svc.where}"
         self.setWindowTitle("HeatSearch" + where + (" (read-only)" if svc.read_only else ""))
         self.library.set_read_only(svc.read_only)
+        self.empty_add_btn.setEnabled(not svc.read_only)
         self.results.count.setValue(svc.settings.top)
         self.local_action.setEnabled(bool(svc.library))
         self.refresh_library(svc.stats())
@@ -121,8 +122,7 @@ class MainWindow(QMainWindow):
         from PySide6.QtWidgets import QInputDialog, QLineEdit
 
         url, ok = QInputDialog.getText(self, "Open a shared library",
-                                       "The library's address, as `heatsearch server start` prints it
-"
+                                       "The library's address, as `heatsearch server start` prints it\n"
                                        "(postgresql://user:password@host:port/database):", QLineEdit.Normal,
                                        self.ui_settings.value("library", "") or "postgresql://")
         if ok and url.strip():
@@ -150,7 +150,6 @@ class MainWindow(QMainWindow):
     # ---- layout ---------------------------------------------------------------------------------
     def _build(self):
         self.library = LibraryPane()
-        self.library.set_read_only(self.svc.read_only)
         self.library.addRequested.connect(self.choose_folder)
         self.library.removeRequested.connect(self.remove_folder)
         self.library.reindexRequested.connect(self.start_indexing)
@@ -181,7 +180,6 @@ class MainWindow(QMainWindow):
         self.results = ResultsPane()
         self.results_model = self.results.model
         self.results_view = self.results.view
-        self.results.count.setValue(self.svc.settings.top)
         self.results.changed.connect(lambda: self._debounce.start())
         self.results.cutoffChanged.connect(lambda _v: self._apply_cutoff())
         self.results.filter_btn.toggled.connect(self._filters_opened)
@@ -282,7 +280,6 @@ class MainWindow(QMainWindow):
         self.empty_add_btn = QPushButton("Add a folder…")
         self.empty_add_btn.setMinimumHeight(40)
         self.empty_add_btn.clicked.connect(self.choose_folder)
-        self.empty_add_btn.setEnabled(not self.svc.read_only)
         ev.addWidget(self.empty_add_btn, 0, Qt.AlignCenter)
         ev.addStretch()
         return empty
@@ -797,7 +794,9 @@ class MainWindow(QMainWindow):
         rate = self.last_rate or float(self.ui_settings.value("last_rate", 0) or 0) or ESTIMATED_RATE
         if new is not None:
             rate *= (self.svc.settings.max_side / new.max_side) ** 2
-        return f"{plural(n, 'photo')}, {time_left(n / max(rate, 0.01)).replace(' left', '')} on this computer"
+        s = max(1, round(n / max(rate, 0.01)))
+        when = f"about {plural(round(s / 60), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
+        return f"{plural(n, 'photo')}, {when} on this computer"
 
     def apply_settings(self, new: Settings, confirm: bool = True) -> bool:
         """A model whose weights are missing is refused with the field to use (nothing changes); a

@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 from datetime import date, datetime, timedelta
 
-from PySide6.QtCore import QDate, Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDateEdit, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSlider,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSlider, QSpinBox,
+                               QVBoxLayout, QWidget)
 
 from ..core.library.paths import display
 from ..core.pipeline.search import Filters
 from ..core.library.paths import is_within
 from .results import ResultsModel, ResultsView
-from .widgets import ElidedLabel
+from .widgets import DateField, ElidedLabel
 
 
 class ResultsPane(QWidget):
@@ -65,14 +65,9 @@ class ResultsPane(QWidget):
         tb = QHBoxLayout()
         self.when = QComboBox()
         self.when.setToolTip("Only photos taken in this time (EXIF date, else the file's date)")
-        self.after = QDateEdit()
-        self.before = QDateEdit()
-        for d, tip in ((self.after, "Photos taken on or after this day (type it: YYYY-MM-DD, or pick it)"),
-                       (self.before, "Photos taken on or before this day")):
-            d.setCalendarPopup(True)
-            d.setDisplayFormat("yyyy-MM-dd")
-            d.setMinimumDate(QDate(1800, 1, 1))
-            d.setToolTip(tip)
+        self.after = DateField("Photos taken on or after this day (type it as YYYY-MM-DD, or pick it)")
+        self.before = DateField("Photos taken on or before this day (type it as YYYY-MM-DD, or pick it)")
+        for d in (self.after, self.before):
             d.setVisible(False)
         self.clear_filters = QPushButton("Clear")
         self.clear_filters.setToolTip("Search the whole library again")
@@ -103,8 +98,8 @@ class ResultsPane(QWidget):
         self.filter_btn.toggled.connect(self.filter_bar.setVisible)
         self.folder.currentIndexChanged.connect(lambda _: self.changed.emit())
         self.when.currentIndexChanged.connect(self._on_when)
-        self.after.dateChanged.connect(lambda _: self.changed.emit())
-        self.before.dateChanged.connect(lambda _: self.changed.emit())
+        self.after.changed.connect(lambda: self.changed.emit())
+        self.before.changed.connect(lambda: self.changed.emit())
         self.clear_filters.clicked.connect(lambda: self.reset_filters())
 
     def _set_cutoff_label(self, v: int) -> None:
@@ -115,7 +110,8 @@ class ResultsPane(QWidget):
         self.cutoffChanged.emit(v / 100)
 
     def set_folders(self, folders: list[str], subfolders: list[str] | None = None) -> None:
-        """The library folders, and (when known) the folders under them that hold photos, indented."""
+        """The library folders, and (when known) the folders under them that hold photos, by their
+        path inside the library folder ("2019/Rome"), so that typing a name picks it."""
         current = self.folder.currentData()
         self.folder.blockSignals(True)
         self.folder.clear()
@@ -124,8 +120,7 @@ class ResultsPane(QWidget):
             self.folder.addItem(display(f), f)
             for sub in subfolders or ():
                 if sub != f and is_within(sub, f):
-                    depth = len(os.path.relpath(sub, f).split(os.sep))
-                    self.folder.addItem("    " * depth + os.path.basename(display(sub)), sub)
+                    self.folder.addItem(display(os.path.relpath(sub, f)), sub)
                     self.folder.setItemData(self.folder.count() - 1, display(sub), Qt.ToolTipRole)
         self.folder.setCurrentIndex(max(0, self.folder.findData(current or "")))
         self.folder.blockSignals(False)
@@ -151,10 +146,8 @@ class ResultsPane(QWidget):
         self.when.setCurrentIndex(max(0, i))
         self.when.blockSignals(False)
         first, last = self._span or (today - timedelta(days=365), today)
-        for d, day in ((self.after, first), (self.before, last)):
-            d.blockSignals(True)
-            d.setDate(QDate(day.year, day.month, day.day))
-            d.blockSignals(False)
+        self.after.setDate(first)
+        self.before.setDate(last)
 
     def _on_when(self, _i: int) -> None:
         custom = (self.when.currentData() or ("any",))[0] == "custom"
@@ -186,8 +179,8 @@ class ResultsPane(QWidget):
             after, before = stamp(date(kind[1], 1, 1)), stamp(date(kind[1] + 1, 1, 1))
         elif kind[0] == "custom":
             a, b = self.after.date(), self.before.date()
-            after = stamp(date(a.year(), a.month(), a.day()))
-            before = stamp(date(b.year(), b.month(), b.day()) + timedelta(days=1))
+            after = stamp(a) if a else None
+            before = stamp(b + timedelta(days=1)) if b else None
         return Filters((folder,) if folder else (), after, before)
 
     @property

@@ -1,6 +1,6 @@
 """The built-in viewer (double-click or Enter on a result): the photo large, fitted or zoomed (F,
 +/-, Ctrl+wheel), previous/next through the results (Left/Right, also when the picture has the
-focus: shortcuts, not key events the scroll area would take), the heat overlay (H), "Search with
+focus: the scroll area would take them to scroll), the heat overlay (H), "Search with
 this photo", "Draw a box here", and the system viewer / file manager with a visible message when
 there is none."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QImage, QKeySequence, QPainter, QPixmap, QShortcut
+from PySide6.QtGui import QDesktopServices, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QScrollArea,
                                QSizePolicy, QVBoxLayout)
 
@@ -82,26 +82,36 @@ class ViewerDialog(QDialog):
         self.box_btn.clicked.connect(lambda: self._emit(self.drawBoxOn))
         self.open_btn.clicked.connect(lambda: self.hit and open_externally(self, self.hit.path))
         self.reveal_btn.clicked.connect(lambda: self.hit and open_externally(self, self.hit.path, folder=True))
-        # shortcuts of the whole dialog: the scroll area would otherwise take the arrows to scroll
-        keys = {Qt.Key_Left: lambda: self.step(-1), Qt.Key_Right: lambda: self.step(1), Qt.Key_F: self.toggle_fit,
-                Qt.Key_H: self.heat_check.toggle, Qt.Key_Plus: lambda: self.zoom_by(1.25),
-                Qt.Key_Equal: lambda: self.zoom_by(1.25), Qt.Key_Minus: lambda: self.zoom_by(0.8)}
-        self._shortcuts = []
-        for key, fn in keys.items():
-            sc = QShortcut(QKeySequence(key), self)
-            sc.setContext(Qt.WindowShortcut)
-            sc.activated.connect(fn)
-            self._shortcuts.append(sc)
+        # the dialog's keys, also when the picture (the scroll area, which would scroll with the
+        # arrows) has the focus
+        self._keys = {Qt.Key_Left: lambda: self.step(-1), Qt.Key_Right: lambda: self.step(1), Qt.Key_F: self.toggle_fit,
+                      Qt.Key_H: self.heat_check.toggle, Qt.Key_Plus: lambda: self.zoom_by(1.25),
+                      Qt.Key_Equal: lambda: self.zoom_by(1.25), Qt.Key_Minus: lambda: self.zoom_by(0.8)}
         for b in (self.prev_btn, self.next_btn, self.fit_btn, self.search_btn, self.box_btn, self.open_btn, self.reveal_btn):
             b.setFocusPolicy(Qt.NoFocus)  # arrows page through results, they do not move focus
         self.heat_check.setFocusPolicy(Qt.NoFocus)
-        self.scroll.viewport().installEventFilter(self)
+        for w in (self.scroll, self.scroll.viewport(), self.picture):
+            w.installEventFilter(self)
         loader.loaded.connect(self._on_loaded)
         self.resize(1000, 700)
 
+    def keyPressEvent(self, e):
+        fn = self._keys.get(e.key())
+        if fn is not None and not e.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
+            fn()
+        else:
+            super().keyPressEvent(e)
+
     def eventFilter(self, obj, e):
-        if e.type() == QEvent.Wheel and e.modifiers() & Qt.ControlModifier:
+        t = e.type()
+        if t == QEvent.Wheel and e.modifiers() & Qt.ControlModifier:
             self.zoom_by(1.25 if e.angleDelta().y() > 0 else 0.8)
+            return True
+        if t in (QEvent.KeyPress, QEvent.ShortcutOverride) and e.key() in self._keys \
+                and not e.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
+            if t == QEvent.KeyPress:
+                self._keys[e.key()]()
+            e.accept()
             return True
         return super().eventFilter(obj, e)
 

@@ -1,9 +1,12 @@
 """Small widgets shared by the panes."""
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt
+from datetime import date, datetime
+
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QPainter
-from PySide6.QtWidgets import QLabel, QSizePolicy
+from PySide6.QtWidgets import (QCalendarWidget, QHBoxLayout, QLabel, QLineEdit, QMenu, QSizePolicy, QToolButton, QWidget,
+                               QWidgetAction)
 
 
 class ElidedLabel(QLabel):
@@ -36,3 +39,69 @@ class ElidedLabel(QLabel):
     def shown_text(self) -> str:
         """The text as painted (what a person sees)."""
         return self.fontMetrics().elidedText(self.text(), Qt.ElideRight, self.contentsRect().width())
+
+
+class DateField(QWidget):
+    """A day typed as YYYY-MM-DD (or picked from the calendar beside it): what is typed is what is
+    read, with no hidden sections or special text in front of the digits. `changed` fires when a
+    valid day is entered; an invalid one is marked and said in the tooltip."""
+
+    changed = Signal()
+
+    def __init__(self, tip: str = "", parent=None):
+        super().__init__(parent)
+        h = QHBoxLayout(self)
+        h.setContentsMargins(0, 0, 0, 0)
+        h.setSpacing(2)
+        self.edit = QLineEdit()
+        self.edit.setPlaceholderText("YYYY-MM-DD")
+        self.edit.setMaxLength(10)
+        self.edit.setFixedWidth(self.edit.fontMetrics().horizontalAdvance("0000-00-000") + 12)
+        self.edit.setToolTip(tip)
+        self.tip = tip
+        self.pick = QToolButton()
+        self.pick.setText("▾")
+        self.pick.setToolTip("Pick the day on a calendar")
+        self.pick.setPopupMode(QToolButton.InstantPopup)
+        menu = QMenu(self.pick)
+        self.calendar = QCalendarWidget()
+        act = QWidgetAction(menu)
+        act.setDefaultWidget(self.calendar)
+        menu.addAction(act)
+        self.pick.setMenu(menu)
+        h.addWidget(self.edit)
+        h.addWidget(self.pick)
+        self._day: date | None = None
+        self.edit.editingFinished.connect(self._typed)
+        self.calendar.clicked.connect(self._picked)
+
+    def date(self) -> date | None:
+        return self._day
+
+    def setDate(self, day: date | None) -> None:  # noqa: N802 - Qt's name
+        self._day = day
+        self.edit.setText(day.isoformat() if day else "")
+        self._mark("")
+
+    def _mark(self, problem: str) -> None:
+        self.edit.setStyleSheet("border: 1px solid #c03030;" if problem else "")
+        self.edit.setToolTip(problem or self.tip)
+
+    def _typed(self) -> None:
+        text = self.edit.text().strip()
+        for fmt in ("%Y-%m-%d", "%Y-%m", "%Y", "%Y%m%d"):
+            try:
+                day = datetime.strptime(text, fmt).date()
+                break
+            except ValueError:
+                continue
+        else:
+            self._mark(f"'{text}' is not a day: type it as YYYY-MM-DD (e.g. 2019-06-30)")
+            return
+        self.setDate(day)
+        self.changed.emit()
+
+    def _picked(self, qdate) -> None:
+        self.pick.menu().hide()
+        self.setDate(date(qdate.year(), qdate.month(), qdate.day()))
+        self.changed.emit()

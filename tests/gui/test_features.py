@@ -4,10 +4,11 @@ import csv
 import json
 import os
 import time
+from datetime import date
 from pathlib import Path
 
 from PIL import Image
-from PySide6.QtCore import QDate, QSize, Qt
+from PySide6.QtCore import QSize, Qt
 
 from app.gui.workers import read_qimage
 from tests.conftest import write_photo
@@ -58,7 +59,21 @@ def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_pat
     dlg.close()
 
 
+def choose(qtbot, combo, text):
+    """Pick the combo box item starting with `text` as a person does with the keyboard: the arrow
+    keys, from the item shown to that one."""
+    target = combo.findText(text, Qt.MatchStartsWith)
+    assert target >= 0, (text, [combo.itemText(i) for i in range(combo.count())])
+    combo.setFocus()
+    key = Qt.Key_Down if target > combo.currentIndex() else Qt.Key_Up
+    for _ in range(abs(target - combo.currentIndex())):
+        qtbot.keyClick(combo, key)
+    assert combo.currentIndex() == target
+
+
 def test_filters_restrict_results_to_a_folder_and_dates(qtbot, window, tmp_path):
+    """(20.6, 20.7) The folder filter offers the folders under the library folder; the time filter
+    offers the library's own years and a typed custom range that opens at the library's dates."""
     d = library_with_copies(tmp_path)
     old = time.mktime((2015, 6, 1, 12, 0, 0, 0, 0, -1))
     for p in (d / "b").glob("*.png"):
@@ -67,17 +82,42 @@ def test_filters_restrict_results_to_a_folder_and_dates(qtbot, window, tmp_path)
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         window.set_query_path(str(d / "a" / "p2.png"))
     assert window.results_model.rowCount() == 14
-    window.results.filter_btn.click()
+    qtbot.mouseClick(window.results.filter_btn, Qt.LeftButton)
     assert window.results.filter_bar.isVisible()
-    b = str((d / "b").resolve())
+    folder = window.results.folder
+    qtbot.waitUntil(lambda: folder.findData(str((d / "b").resolve())) > 0, timeout=10000)  # the subfolders arrive
+    entries = [folder.itemText(i).strip() for i in range(folder.count())]
+    assert entries[0] == "All folders" and "a" in entries and "b" in entries
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.results.folder.setCurrentIndex(window.results.folder.findData(str(d.resolve())))
-    with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.results.before.setDate(QDate(2016, 1, 1))  # only the old photos: all of folder b
+        choose(qtbot, folder, "b")  # folder b, under the library folder
     hits = window.results_model.hits
-    assert hits and all(h.path.startswith(b) for h in hits) and len(hits) == 6
+    assert hits and all(h.path.startswith(str((d / "b").resolve())) for h in hits) and len(hits) == 6
+    # the library's own years are offered; the custom range opens at the library's first and last dates
+    when = window.results.when
+    years = [when.itemText(i) for i in range(when.count())]
+    assert "2015" in years and "Custom range…" in years
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        window.results.clear_filters.click()
+        choose(qtbot, folder, "All")
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        choose(qtbot, when, "2015")
+    assert len(window.results_model.hits) == 6
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        choose(qtbot, when, "Custom")
+    assert window.results.after.isVisible() and window.results.after.date() == date(2015, 6, 1)
+    # a day typed into the "to" field reads as typed (no "any" in front of the digits)
+    to = window.results.before.edit
+    to.setFocus()
+    qtbot.keyClick(to, Qt.Key_A, Qt.ControlModifier)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.keyClicks(to, "2015-12-31")
+        qtbot.keyClick(to, Qt.Key_Return)
+    assert to.text() == "2015-12-31" and len(window.results_model.hits) == 6
+    qtbot.keyClick(to, Qt.Key_A, Qt.ControlModifier)
+    qtbot.keyClicks(to, "31/12/2015")
+    qtbot.keyClick(to, Qt.Key_Return)
+    assert "not a day" in to.toolTip() and len(window.results_model.hits) == 6  # said, and nothing changed
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(window.results.clear_filters, Qt.LeftButton)
     assert window.results_model.rowCount() == 14
 
 

@@ -230,7 +230,7 @@ def test_settings_change_asks_with_count_and_time_then_reindexes(qtbot, window, 
     old_space = window.svc.snapshot().space.id
     # declined: nothing changes
     assert not window.apply_settings(replace(window.svc.settings, max_side=96))
-    assert asked and "12 photos" in asked[0] and ("seconds" in asked[0] or "minutes" in asked[0])
+    assert asked and "12 photos" in asked[0] and ("second" in asked[0] or "minute" in asked[0])
     assert window.svc.snapshot().space.id == old_space
     # a model without its weights file: refused, naming the field to use
     assert not window.apply_settings(replace(window.svc.settings, backbone="vgg16"))
