@@ -57,7 +57,12 @@ def is_photo_path(path) -> bool:
 
 
 def _reason(e: Exception) -> str:
+    """A decoder's complaint in words: its message (OSError's own text, never its class name)."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
     text = str(e).splitlines()[0][:160] if str(e) else ""
+    if isinstance(e, (OSError, ValueError, SyntaxError, EOFError)):
+        return text or "the file ends or breaks off early"
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 

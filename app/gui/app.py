@@ -115,4 +115,12 @@ def main(argv=None) -> int:
         win.close()
         print(f"screenshot {'written to' if ok else 'FAILED:'} {a.screenshot}")
         return 0 if ok else 1
-    return app.exec()
+    rc = app.exec()
+    # The window closed the library in order (every commit done, the vector files saved, worker
+    # threads stopped): leave without the interpreter's finalization, where PySide6 objects and
+    # daemon threads torn down in an arbitrary order made quitting crash now and then
+    # ("Fatal Python error: none_dealloc ... finalizing").
+    win.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)

@@ -201,6 +201,8 @@ class MainWindow(QMainWindow):
         split.setStretchFactor(1, 3)
         self.split = split
         self.stack.addWidget(split)
+        # the keyboard's path: from the query photo (where a box is drawn) straight to the results
+        QWidget.setTabOrder(self.query_view, self.results_view)
         self.setCentralWidget(self.stack)
 
         sb = self.statusBar()
@@ -794,8 +796,8 @@ class MainWindow(QMainWindow):
         rate = self.last_rate or float(self.ui_settings.value("last_rate", 0) or 0) or ESTIMATED_RATE
         if new is not None:
             rate *= (self.svc.settings.max_side / new.max_side) ** 2
-        s = max(1, round(n / max(rate, 0.01)))
-        when = f"about {plural(round(s / 60), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
+        s = max(1, int(n / max(rate, 0.01) + 0.5))
+        when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
         return f"{plural(n, 'photo')}, {when} on this computer"
 
     def apply_settings(self, new: Settings, confirm: bool = True) -> bool:
@@ -827,6 +829,7 @@ class MainWindow(QMainWindow):
     def shutdown(self, timeout: float = 3.0):
         """Stop every worker (also called by tests). Never waits long: a model still loading dies
         with the process; the catalog is consistent at every commit."""
+        self._refresh.stop()
         if getattr(self, "_dups", None) is not None:
             self._dups.runner.join(timeout)
         self.bridge.shutdown(timeout)
@@ -849,10 +852,10 @@ def plural(n: int, word: str) -> str:
 
 def time_left(seconds: float) -> str:
     """Rounded to what a person reads: 'about 40 s left', 'about 3 min left', 'about 1 h 20 min left'."""
-    s = max(1, round(seconds))
+    s = max(1, int(seconds + 0.5))
     if s < 90:
         return f"about {s} s left"
-    m = round(s / 60)
+    m = int(s / 60 + 0.5)  # to the nearest minute (2.5 min is "about 3 min"), never down by habit
     return f"about {m} min left" if m < 90 else f"about {m // 60} h {m % 60:02d} min left"
 
 

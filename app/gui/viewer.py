@@ -118,11 +118,10 @@ class ViewerDialog(QDialog):
     def zoom_by(self, factor: float) -> None:
         """Zoom in or out from what is shown (from the fitted size when fitted)."""
         img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
-        if img is None or img.isNull():
-            return
         if self.fit:
             vp = self.scroll.viewport().size()
-            self.zoom = min(vp.width() / img.width(), vp.height() / img.height())
+            known = img is not None and not img.isNull()
+            self.zoom = min(vp.width() / img.width(), vp.height() / img.height()) if known else 1.0
             self.fit = False
             self.fit_btn.setText("Fit to window")
             self.scroll.setWidgetResizable(False)

@@ -1,0 +1,340 @@
+"""What a photographer still tripped on in a real window (issue 20), driven as a person does: real
+key presses and clicks on the widgets. Each test failed on the code before the fix."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from PySide6.QtCore import QPoint, QSize, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox
+
+from app.core.imageio import open_oriented
+from tests.conftest import write_photo
+from tests.gui.conftest import index_folder, make_window, wait_idle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def search(qtbot, window, path):
+    with qtbot.waitSignal(window.searchFinished, timeout=30000) as blocker:
+        window.set_query_path(str(path))
+    return blocker.args[0]
+
+
+def open_viewer(qtbot, window, row=0):
+    view = window.results_view
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(row)).center())
+    qtbot.keyClick(view, Qt.Key_Return)
+    qtbot.waitUntil(lambda: getattr(window, "_viewer", None) is not None and window._viewer.isVisible(), timeout=5000)
+    return window._viewer
+
+
+def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window, photo_dir):
+    """(1) Left/Right page through the results, +/- zoom and H shows the overlay, with the key
+    presses going where a person's go: to the picture (the scroll area took the arrows)."""
+    index_folder(qtbot, window, photo_dir)
+    res = search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    viewer = open_viewer(qtbot, window)
+    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    viewer.scroll.setFocus()
+    for widget in (viewer.scroll, viewer.scroll.viewport()):
+        before = viewer.row
+        qtbot.keyClick(widget, Qt.Key_Right)
+        assert viewer.row == before + 1 and viewer.hit.path == res.hits[before + 1].path
+    qtbot.keyClick(viewer.scroll, Qt.Key_Left)
+    assert viewer.row == 1
+    qtbot.keyClick(viewer.scroll, Qt.Key_Plus)
+    assert not viewer.fit and "%" in viewer.caption.text()
+    qtbot.keyClick(viewer.scroll, Qt.Key_H)
+    assert viewer.heat_check.isChecked() and viewer.heat_check.text() == "Heat overlay"
+    viewer.close()
+
+
+def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path, monkeypatch):
+    """(2) The Export list… button writes the list (its clicked(bool) passed False as the target)."""
+    from tests.gui.test_features import library_with_copies
+
+    d = library_with_copies(tmp_path)
+    index_folder(qtbot, window, d)
+    window.dup_action.trigger()
+    dlg = window._dups
+    dlg.slider.setValue(100)
+    qtbot.waitUntil(lambda: bool(dlg.groups) and dlg.shown == dlg.runner.n, timeout=20000)
+    target = tmp_path / "list.csv"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(target), "CSV (*.csv)")))
+    qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)
+    assert target.exists() and "p0-copy.png" in target.read_text()
+    headers = [dlg.tree.headerItem().text(i) for i in range(dlg.tree.columnCount())]
+    assert "Folder" in headers  # (10) which folder each copy is in
+    dlg.close()
+
+
+def test_3_quitting_after_the_dialogs_were_used_ends_cleanly(tmp_path):
+    """(3) The real app, its viewer, duplicates view, settings and log used, then File > Quit:
+    exit code 0 and no fatal error, three times over (the crash was 2 quits in 7)."""
+    from tests.gui.conftest import tiny_settings
+
+    home, photos = tmp_path / "home", tmp_path / "photos"
+    for i in range(12):
+        write_photo(photos / f"p{i:02d}.png", i, size=(120, 90))
+    tiny_settings().save(home)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "app", "index", str(photos), "--home", str(home)], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for _ in range(3):
+        r = subprocess.run([sys.executable, str(ROOT / "tests" / "gui" / "quit_driver.py"), str(home), str(photos)],
+                           capture_output=True, text=True, env={**env, "HS_DRIVER_DEBUG": "1"}, timeout=180)
+        assert r.returncode == 0 and "Fatal Python error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert r.stdout.count("step") >= 10  # every dialog was used before the quit
+
+
+def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_done(qtbot, window, tmp_path, monkeypatch):
+    """(8) After Remove, the folder's photos leave the grid and the viewer at once, and the status
+    says it is done (it said "Removing…" for half a minute and kept them on screen)."""
+    root = tmp_path / "lib"
+    for i in range(6):
+        write_photo(root / "keep" / f"k{i}.png", i, size=(120, 90))
+        write_photo(root / "drop" / f"d{i}.png", 50 + i, size=(120, 90))
+    index_folder(qtbot, window, root / "keep")
+    index_folder(qtbot, window, root / "drop")
+    search(qtbot, window, root / "keep" / "k1.png")
+    assert any("/drop/" in h.path for h in window.results_model.hits)
+    viewer = open_viewer(qtbot, window)
+    lib = window.library.folder_list
+    row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith("drop"))
+    qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+    assert not any("/drop/" in h.path for h in window.results_model.hits)
+    assert not any("/drop/" in h.path for h in viewer.hits)
+    qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed drop"), timeout=20000)
+    assert "6 photos forgotten" in window.index_label.text()
+    assert window.library.folder_list.count() == 1
+
+
+def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window, tmp_path, monkeypatch):
+    """(9) Stopped with photos left: the pane says "N of M indexed (stopped)" and offers Resume
+    (k left), which indexes the rest; counts read "1 photo", not "1 photos"."""
+    monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
+    d = tmp_path / "many"
+    for i in range(40):
+        write_photo(d / f"p{i:02d}.png", i, size=(200, 150))
+    seen = []
+    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
+    window.add_folder(str(d))
+    qtbot.waitUntil(lambda: any(n > 0 for n in seen), timeout=30000)
+    qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
+    done = window.svc.stats()["indexed"]
+    item = window.library.folder_list.item(0).text()
+    assert f"{done} of 40 indexed (stopped)" in item, item
+    assert window.library.resume_btn.isVisible() and window.library.resume_btn.text() == f"Resume ({40 - done} left)"
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
+        qtbot.mouseClick(window.library.resume_btn, Qt.LeftButton)
+    assert blocker.args[0].phase == "done" and window.svc.stats()["indexed"] == 40
+    wait_idle(qtbot, window)
+    assert not window.library.resume_btn.isVisible() and "40 photos" in window.library.folder_list.item(0).text()
+    one = tmp_path / "one"
+    write_photo(one / "solo.png", 99, size=(120, 90))
+    index_folder(qtbot, window, one)
+    texts = [window.library.folder_list.item(i).text() for i in range(window.library.folder_list.count())]
+    assert any(t.endswith("1 photo") for t in texts), texts
+
+
+@pytest.mark.parametrize("kind", ["tiff", "png-turned"])
+def test_a_tiff_and_an_exif_turned_png_as_thumbnail_preview_and_query_with_a_box(qtbot, window, tmp_path, kind):
+    """(code) A TIFF shown as a thumbnail, a preview or a query crashed the app; a PNG with an EXIF
+    orientation was shown unturned, so a drawn box selected another region than the person saw."""
+    d = tmp_path / "photos"
+    for i in range(6):
+        write_photo(d / f"p{i}.png", i, size=(160, 120))
+    src = Image.open(write_photo(tmp_path / "src.png", 77, size=(240, 160))).convert("RGB")
+    f = d / ("photo.tiff" if kind == "tiff" else "photo.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6 if kind == "png-turned" else 1
+    src.save(f, exif=exif.tobytes() if kind == "png-turned" else exif)
+    index_folder(qtbot, window, d)
+    res = search(qtbot, window, f)
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    core_img, oriented = open_oriented(f)
+    view = window.query_view
+    assert view.orig_size == oriented and view.image.width() / view.image.height() == pytest.approx(oriented[0] / oriented[1], 0.02)
+    # a box drawn over the left half of what the person sees selects the same pixels in the core
+    r, s = view.image_rect(), view.scale()
+    want = (0, 0, oriented[0] // 2, oriented[1])
+    p1 = QPoint(round(r.x() + 1), round(r.y() + 1))
+    p2 = QPoint(round(r.x() + want[2] * s), round(r.y() + want[3] * s - 1))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mousePress(view, Qt.LeftButton, pos=p1)
+        qtbot.mouseMove(view, p2)
+        qtbot.mouseRelease(view, Qt.LeftButton, pos=p2)
+    x1, y1, x2, y2 = (int(v) for v in window.last_request.box)
+    shown = view.image.copy(round(x1 * view.image.width() / oriented[0]), round(y1 * view.image.height() / oriented[1]),
+                            round((x2 - x1) * view.image.width() / oriented[0]), round((y2 - y1) * view.image.height() / oriented[1]))
+    shown = shown.convertToFormat(shown.Format.Format_RGB888)
+    a = np.frombuffer(shown.constBits(), np.uint8).reshape(shown.height(), shown.bytesPerLine())[:, : shown.width() * 3]
+    core = np.asarray(core_img.crop((x1, y1, x2, y2)).resize((shown.width(), shown.height())).convert("L"), float)
+    seen = np.asarray(Image.fromarray(a.reshape(shown.height(), shown.width(), 3).copy()).convert("L"), float)
+    assert np.corrcoef(core.ravel(), seen.ravel())[0, 1] > 0.9
+    # the thumbnail and the preview of the same photo render
+    from app.gui.results import THUMB_LOAD
+
+    qtbot.waitUntil(lambda: window.loader.get(str(f.resolve()), THUMB_LOAD) is not None, timeout=10000)
+    assert not window.loader.get(str(f.resolve()), THUMB_LOAD).isNull()
+    row = next(i for i, h in enumerate(window.results_model.hits) if h.path == str(f.resolve()))
+    view_ = window.results_view
+    qtbot.mouseClick(view_.viewport(), Qt.LeftButton, pos=view_.visualRect(window.results_model.index(row)).center())
+    qtbot.waitUntil(lambda: window.preview.picture.pixmap() is not None and not window.preview.picture.pixmap().isNull(),
+                    timeout=10000)
+    del res
+
+
+def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_path, photo_dir):
+    """(code) A library made with a weights file the user named; the drive with the file is gone at
+    the next start: the model stays (settings untouched), nothing is re-indexed, searches by the
+    library's photos work, and the window says why indexing waits."""
+    import shutil
+
+    from app.core.features.registry import load_backbone
+    from app.gui.opener import open_library
+    from tests.gui.conftest import tiny_settings
+
+    weights = tmp_path / "drive" / "lite0.pth"
+    weights.parent.mkdir()
+    shutil.copy(load_backbone("efficientnet-lite0").weights_path, weights)
+    home = tmp_path / "home"
+    tiny_settings(backbone="efficientnet-lite0", weights=str(weights), max_side=128).save(home)
+    r = subprocess.run([sys.executable, "-m", "app", "index", str(photo_dir), "--home", str(home)], capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert r.returncode == 0 and "indexed 12 of 12" in r.stdout, r.stderr
+    settings_before = (home / "settings.json").read_text()
+    shutil.rmtree(weights.parent)  # the drive is unplugged
+    from app.gui.main_window import MainWindow
+
+    svc, problems = open_library(home, None, interactive=False)
+    win = MainWindow(svc)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.wait(1500)  # the start-up rescan would have begun by now
+    assert svc.running is None and svc._queue.empty() and win.index_cmd is None
+    assert (home / "settings.json").read_text() == settings_before
+    assert problems and "lite0.pth" in " ".join(problems)
+    res = search(qtbot, win, photo_dir / "scene2" / "img1.jpg")
+    assert res is not None and res.hits[0].path == str((photo_dir / "scene2" / "img1.jpg").resolve())
+    win.shutdown()
+
+
+def test_the_shipped_window_runs_no_busy_timer(qtbot, window, photo_dir):
+    """(code) The benchmark's 10 ms stall monitor ran in the shipped window during every indexing
+    run, its list growing for the whole run."""
+    from PySide6.QtCore import QTimer as QT
+
+    index_folder(qtbot, window, photo_dir)
+    busy = [t for t in window.findChildren(QT) if t.isActive() and t.interval() <= 50]
+    assert not busy and not hasattr(window, "stall")
+
+
+def test_a_read_only_window_follows_what_the_writer_adds(qtbot, tmp_path, photo_dir, tiny_home):
+    """(code) A window opened read-only beside another HeatSearch updates its counts when that one
+    indexes (nothing ever called refresh)."""
+    from app.core.library.service import LibraryService
+    from app.gui.main_window import MainWindow
+    from tests.gui.conftest import tiny_settings
+
+    writer = LibraryService(tiny_home, tiny_settings())
+    writer.wait_ready(60)
+    writer.run(writer.index([photo_dir / "scene0"]), timeout=120)
+    ro = LibraryService(tiny_home, tiny_settings(), read_only=True)
+    ro.wait_ready(60)
+    win = MainWindow(ro)
+    qtbot.addWidget(win)
+    win.show()
+    assert "3 photos searchable" in win.library.summary.text()
+    writer.run(writer.index([photo_dir]), timeout=120)
+    qtbot.waitUntil(lambda: "12 photos searchable" in win.library.summary.text(), timeout=15000)
+    res = search(qtbot, win, photo_dir / "scene3" / "img2.jpg")
+    assert res is not None and len(res.hits) == 12
+    win.shutdown()
+    writer.close()
+
+
+def test_a_box_drawn_with_the_keyboard(qtbot, window, photo_dir):
+    """(keyboard) Tab to the photo, B draws a centred box, the arrows move it, Shift+arrows resize
+    it, each search following; Tab goes on to the grid in one step."""
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene0" / "img0.jpg")
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    view = window.query_view
+    view.setFocus()
+
+    def boxed(res):
+        return res is not None and res.box is not None
+
+    with qtbot.waitSignal(window.searchFinished, timeout=30000, check_params_cb=boxed) as blocker:
+        qtbot.keyClick(view, Qt.Key_B)
+    w, h = view.orig_size
+    box = blocker.args[0].box
+    assert box == (round(w / 4), round(h / 4), round(3 * w / 4), round(3 * h / 4))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000, check_params_cb=lambda r: boxed(r) and r.box[0] > box[0]):
+        qtbot.keyClick(view, Qt.Key_Right)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000, check_params_cb=lambda r: boxed(r) and r.box[3] > box[3]):
+        qtbot.keyClick(view, Qt.Key_Down, Qt.ShiftModifier)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000, check_params_cb=lambda r: r is not None and r.box is None):
+        qtbot.keyClick(view, Qt.Key_Escape)
+    assert view.box is None
+    qtbot.keyClick(view, Qt.Key_Tab)
+    assert QApplication.focusWidget() is window.results_view
+
+
+def test_open_a_shared_library_from_the_file_menu(qtbot, window, photo_dir, pg_url):
+    """(17) File > Open shared library…: the address typed into the dialog; the window shows that
+    library (a folder dropped is indexed into it, searches run on it) and remembers it."""
+    def type_url():
+        dlg = QApplication.activeModalWidget()
+        edit = dlg.findChild(type(dlg).__mro__[0].__dict__.get("_", None) or object) if False else None
+        from PySide6.QtWidgets import QLineEdit
+
+        edit = dlg.findChild(QLineEdit)
+        edit.selectAll()
+        qtbot.keyClicks(edit, pg_url)
+        qtbot.keyClick(edit, Qt.Key_Return)
+
+    act = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Open shared library…")
+    QTimer.singleShot(300, type_url)
+    act.trigger()
+    assert window.svc.library == pg_url and "postgresql://" in window.windowTitle()
+    assert window.ui_settings.value("library") == pg_url
+    index_folder(qtbot, window, photo_dir)
+    res = search(qtbot, window, photo_dir / "scene1" / "img0.jpg")
+    assert res is not None and len(res.hits) == 12 and res.timings["backend"].startswith("pgvector")
+    local = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Open this computer's library")
+    local.trigger()
+    assert window.svc.library is None and window.ui_settings.value("library") == ""
+
+
+def test_small_words_and_sizes(qtbot, window, photo_dir):
+    """(also) The status line shortens with "…" and keeps the whole text in its tooltip; opening the
+    filters never takes width from the query photo; the search status speaks no jargon; Copy path
+    says it copied; time left is rounded to the nearest minute."""
+    from app.gui.main_window import time_left
+
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img0.jpg")
+    text = window.status_label.text()
+    assert "expansion" not in text and "re-ranking" not in text
+    long = "preparing the fast engine for efficientnet-lite2 (once; about a minute at most) " * 3
+    window.index_label.setText(long)
+    assert window.index_label.toolTip() == long and window.index_label.shown_text().endswith("…")
+    width = window.query.width()
+    qtbot.mouseClick(window.results.filter_btn, Qt.LeftButton)
+    qtbot.wait(100)
+    assert window.query.width() == width
+    window.copy_path(window.results_model.hits[0].path)
+    assert window.status_label.text().startswith("Copied the path of")
+    assert time_left(150) == "about 3 min left" and time_left(29.6) == "about 30 s left"
