@@ -87,7 +87,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("HeatSearch" + where + (" (read-only)" if svc.read_only else ""))
         self.library.set_read_only(svc.read_only)
         self.empty_add_btn.setEnabled(not svc.read_only)
+        self.results.count.blockSignals(True)  # no query yet: nothing to search again
         self.results.count.setValue(svc.settings.top)
+        self.results.count.blockSignals(False)
         self.local_action.setEnabled(bool(svc.library))
         self.refresh_library(svc.stats())
         if problems:
