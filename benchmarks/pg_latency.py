@@ -110,7 +110,7 @@ def run(n: int, d: int, url: str, a) -> None:
     t_fill = fill(cat, sp.id, data)
     ids = cat.live_ids(sp.id)
 
-    def chunks():
+    def chunks(data=data):
         for s in range(0, n, 20_000):
             yield ids[s: s + 20_000], data[s: s + 20_000]
 

@@ -2,8 +2,6 @@
 killed mid-batch loses nothing, photos mounted elsewhere on the workers (issue 17)."""
 import os
 import signal
-import threading
-import time
 from pathlib import Path
 
 import psutil

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.core.library.service import JobControl
 from app.core.pipeline.search import SearchRequest, Searcher
 from tests.conftest import write_photo
 from tests.core.helpers import index, open_lib, snapshot_matches_catalog, tiny_settings

@@ -3,18 +3,17 @@ key presses and clicks on the widgets. Each test failed on the code before the f
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from PySide6.QtCore import QPoint, QSize, Qt, QTimer
-from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
 from app.core.imageio import open_oriented
 from tests.conftest import write_photo
-from tests.gui.conftest import index_folder, make_window, wait_idle
+from tests.gui.conftest import index_folder, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 

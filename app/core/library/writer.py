@@ -330,7 +330,6 @@ class LibraryWriter:
         new_index = st.index.refit(w, cancelled)
         if new_index is None:
             return False
-        old_index = st.index
         self.catalog.set_whitening(sp.id, None if w.is_identity else w.mean, None if w.is_identity else w.proj, n)
         st.row = self.catalog.space_by_id(sp.id)
         new_index.with_space(st.row)
