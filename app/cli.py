@@ -527,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--folder", action="append", help="only photos under this folder (repeatable)")
     se.add_argument("--after", type=_date, help="only photos taken on or after this date (YYYY-MM-DD)")
     se.add_argument("--before", type=_date, help="only photos taken before this date (YYYY-MM-DD)")
-    se.add_argument("--hide-duplicates", action="store_true", help="show one of each set of byte-identical photos")
+    se.add_argument("--hide-duplicates", action="store_true", help="show one of each set of copies (identical files; the same photo re-encoded, resized, rotated or mirrored)")
     se.add_argument("--queries", help="JSON lines {path, box}: one result per line, the model loaded once")
     se.add_argument("--json", action="store_true")
     se.set_defaults(func=cmd_search)

@@ -40,7 +40,7 @@ class ResultsPane(QWidget):
         self.cutoff_label = QLabel()
         self.cutoff_label.setFixedWidth(self.cutoff_label.fontMetrics().horizontalAdvance("min 0.00 ") + 4)
         self.hide_dups = QCheckBox("One per duplicate")
-        self.hide_dups.setToolTip("Show only one of each set of byte-identical photos")
+        self.hide_dups.setToolTip("Show one photo of each set of copies: identical files, and the same photo re-encoded, resized, rotated or mirrored (as Duplicates finds them)")
         self.filter_btn = QPushButton("Filter…")
         self.filter_btn.setCheckable(True)
         self.filter_btn.setToolTip("Restrict the search to a folder or a date range")

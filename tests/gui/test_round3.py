@@ -337,3 +337,25 @@ def test_small_words_and_sizes(qtbot, window, photo_dir):
     window.copy_path(window.results_model.hits[0].path)
     assert window.status_label.text().startswith("Copied the path of")
     assert time_left(150) == "about 3 min left" and time_left(29.6) == "about 30 s left"
+
+
+def test_10_one_per_duplicate_hides_re_encoded_and_resized_copies_too(qtbot, window, tmp_path):
+    d = tmp_path / "lib"
+    for i in range(8):
+        write_photo(d / f"p{i}.png", i, size=(320, 240))
+    src = Image.open(d / "p0.png").convert("RGB")
+    src.save(d / "p0-web.jpg", quality=60)
+    src.resize((160, 120), Image.LANCZOS).save(d / "p0-small.png")
+    src.transpose(Image.Transpose.ROTATE_90).save(d / "p0-turned.png")
+    index_folder(qtbot, window, d)
+    search(qtbot, window, d / "p0.png")
+    copies = {"p0.png", "p0-web.jpg", "p0-small.png", "p0-turned.png"}
+    names = [Path(h.path).name for h in window.results_model.hits]
+    assert copies <= set(names) and len(names) == 11
+    box = window.results.hide_dups
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
+    names = [Path(h.path).name for h in window.results_model.hits]
+    assert box.isChecked() and names[0] == "p0.png"
+    assert not (copies - {"p0.png"}) & set(names), names  # the copies are hidden
+    assert {f"p{i}.png" for i in range(1, 8)} <= set(names)  # and the other photos are not
