@@ -128,6 +128,10 @@ def run(n: int, d: int, url: str, a) -> None:
     qids = rng.choice(n, a.queries, replace=False)
     queries = l2n(data[qids] + (0.3 / np.sqrt(d)) * rng.normal(size=(a.queries, d)).astype(np.float32)).astype(np.float32)
     exact = data @ queries.T
+    print(f"n = {n:,} D = {d} ({os.environ.get('HEATSEARCH_PG_VECTOR', 'vector')}): catalog rows by COPY {t_fill:.0f} s; "
+          f"vectors loaded (binary COPY) {t_load:.1f} s; HNSW (m 16, ef_construction 64) built in {t_ann:.0f} s; "
+          f"vector table {size['table'] / 2**20:.0f} MiB, HNSW index {size['index'] / 2**20:.0f} MiB, database "
+          f"{size['database'] / 2**30:.2f} GiB", flush=True)
     lat, short, rec = [], [], {200: [], 800: []}
     for j, q in enumerate(queries):
         t0 = time.perf_counter()
@@ -143,13 +147,9 @@ def run(n: int, d: int, url: str, a) -> None:
             want = set((np.argpartition(-exact[:, j], k)[:k] + 1).tolist())
             rec[k].append(len(want & set(got.tolist())) / k)
     lat, short = np.array(lat) * 1000, np.array(short) * 1000
-    print(f"n = {n:,} D = {d} ({os.environ.get('HEATSEARCH_PG_VECTOR', 'vector')}): catalog rows by COPY {t_fill:.0f} s; "
-          f"vectors loaded (binary COPY) {t_load:.1f} s; HNSW (m 16, ef_construction 64) built in {t_ann:.0f} s; "
-          f"vector table {size['table'] / 2**20:.0f} MiB, HNSW index {size['index'] / 2**20:.0f} MiB, database "
-          f"{size['database'] / 2**30:.2f} GiB", flush=True)
-    print(f"  shortlist top-200 p50 {np.percentile(short, 50):.1f} ms; + alpha-QE + HeR p50 {np.percentile(lat, 50):.1f} ms, "
-          f"p95 {np.percentile(lat, 95):.1f} ms; recall vs exact @200 {np.mean(rec[200]):.3f}, @800 {np.mean(rec[800]):.3f}",
-          flush=True)
+    print(f"  shortlist top-200 p50 {np.percentile(short, 50):.1f} ms; + alpha-QE + HeR p50 "
+          f"{np.percentile(lat, 50):.1f} ms, p95 {np.percentile(lat, 95):.1f} ms; recall vs exact @200 "
+          f"{np.mean(rec[200]):.3f}, @800 {np.mean(rec[800]):.3f}", flush=True)
     for frac in (0.10, 0.01):
         f = Filters(after=0.0, before=float(int(frac * n)))
         allowed = np.arange(int(frac * n))

@@ -269,29 +269,41 @@ class PostgresDialect:
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top k of `table` for the unit query `q` (D,): (ids (k,) int64, sims (k,) float32,
         vectors (k, D) float32), best first by exact similarity. `where_sql` restricts the rows
-        (the photo table is `i`); exact: a sequential scan; else HNSW at beam `ef`, iterative."""
+        (the photo table is `i`); exact: a sequential scan; else the HNSW graph asked for `ef`
+        candidates (the beam the library's size needs: pgvector's own beam stops at 1,000 and its
+        iterative scan goes on), ids and distances only, whose best k are then read with their
+        vectors in the same transaction."""
         join = " JOIN images i ON i.id = v.image_id" if where_sql else ""
         cast = "::halfvec" if VECTOR_TYPE == "halfvec" else ""
         # exact: an ORDER BY expression the HNSW index cannot serve (a scan of every row, exact
         # top k), while the join may still use the b-tree indexes
         order = f"(v.emb <#> %(q)s{cast}) + 0" if exact else f"v.emb <#> %(q)s{cast}"
-        sql = (f"SELECT v.image_id, v.emb{'::vector' if cast else ''} FROM {table} v{join}"
-               f"{' WHERE ' + where_sql if where_sql else ''} ORDER BY {order} LIMIT %(k)s")
+        where = f"{' WHERE ' + where_sql if where_sql else ''}"
+        args = {"q": np.asarray(q, np.float32), "k": int(k), "m": int(max(k, ef)), **(params or {})}
         with engine.connect() as c, c.begin():
-            if not exact:
-                c.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(min(max(ef, 10), EF_SEARCH_MAX))}")
-                c.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                c.exec_driver_sql(f"SET LOCAL hnsw.max_scan_tuples = {int(scan_tuples)}")
             raw = c.connection.driver_connection
             with raw.cursor(binary=True) as cur:
                 try:
-                    cur.execute(sql, {"q": np.asarray(q, np.float32), "k": int(k), **(params or {})})
+                    if exact:
+                        cur.execute(f"SELECT v.image_id, v.emb{'::vector' if cast else ''} FROM {table} v{join}{where} "
+                                    f"ORDER BY {order} LIMIT %(k)s", args)
+                        rows = cur.fetchall()
+                    else:
+                        c.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(min(max(ef, 10), EF_SEARCH_MAX))}")
+                        c.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                        c.exec_driver_sql(f"SET LOCAL hnsw.max_scan_tuples = {int(max(scan_tuples, 4 * args['m']))}")
+                        # the graph's candidates come in relaxed order: keep the best k of m by distance
+                        cur.execute(f"SELECT v.image_id, {order} FROM {table} v{join}{where} ORDER BY {order} LIMIT %(m)s", args)
+                        cand = cur.fetchall()
+                        best = [r[0] for r in sorted(cand, key=lambda r: r[1])[: int(k)]]
+                        cur.execute(f"SELECT image_id, emb{'::vector' if cast else ''} FROM {table} "
+                                    f"WHERE image_id = ANY(%(ids)s)", {"ids": best})
+                        rows = cur.fetchall()
                 except psycopg.errors.UndefinedTable as e:
                     raise StaleSnapshotError(f"the search table {table} was replaced") from e
-                rows = cur.fetchall()
         ids, vecs = _rows(rows, len(q))
         sims = vecs @ np.asarray(q, np.float32)
-        order = np.argsort(-sims, kind="stable")  # an iterative scan returns them in relaxed order
+        order = np.argsort(-sims, kind="stable")
         return ids[order], sims[order], vecs[order]
 
     def search_filtered(self, engine: Engine, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters,
