@@ -18,7 +18,7 @@ from .query_view import rgba_qimage
 
 HitRole = Qt.UserRole + 1
 MIN_CELL = 150  # px: the narrowest cell; the view fits as many columns as the width allows
-CAPTION = 36  # px under the thumbnail: file name, rank and relevance
+CAPTION = 36  # px under the thumbnail: file name, then relevance (bar and number)
 THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
 
 
@@ -101,6 +101,12 @@ class ThumbnailDelegate(QStyledItemDelegate):
             self._pixmaps.pop(next(iter(self._pixmaps)))
         return pm
 
+    @staticmethod
+    def caption(hit: Hit, font: QFont, width: int) -> tuple[str, str]:
+        """(file name as it fits `width` px, relevance as the viewer and --json give it)."""
+        name = QFontMetrics(font).elidedText(os.path.basename(display(hit.path)), Qt.ElideMiddle, width)
+        return name, f"{max(0.0, min(1.0, hit.score)):.2f}"
+
     def paint(self, p: QPainter, option, index):
         hit: Hit | None = index.data(HitRole)
         if hit is None:
@@ -134,28 +140,34 @@ class ThumbnailDelegate(QStyledItemDelegate):
         else:
             p.fillRect(area.adjusted(area.width() // 6, area.height() // 6, -area.width() // 6, -area.height() // 6),
                        QColor(128, 128, 128, 40))
-        if hit.state != "ok":
-            badge = "offline" if hit.state == "offline" else "file gone"
-            p.fillRect(QRect(area.x(), area.y(), 70, 18), QColor(180, 40, 40, 220))
-            p.setPen(QColor(255, 255, 255))
-            p.drawText(QRect(area.x(), area.y(), 70, 18), Qt.AlignCenter, badge)
-        # caption: rank and file name, then the relevance bar
-        text_color = option.palette.highlightedText().color() if selected else option.palette.text().color()
-        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 16)
+        # the rank in the thumbnail's corner: the caption's line is the file name's alone
         f = QFont(option.font)
         f.setBold(True)
         p.setFont(f)
-        p.setPen(text_color)
         rank = f"#{hit.rank}"
-        rank_w = QFontMetrics(f).horizontalAdvance(rank) + 6
-        p.drawText(line, Qt.AlignLeft | Qt.AlignVCenter, rank)
+        badge_rect = QRect(area.x(), area.y(), QFontMetrics(f).horizontalAdvance(rank) + 8, 17)
+        p.fillRect(badge_rect, QColor(0, 0, 0, 150))
+        p.setPen(QColor(255, 255, 255))
+        p.drawText(badge_rect, Qt.AlignCenter, rank)
+        if hit.state != "ok":
+            badge = "offline" if hit.state == "offline" else "file gone"
+            p.fillRect(QRect(area.right() - 70, area.y(), 70, 17), QColor(180, 40, 40, 220))
+            p.drawText(QRect(area.right() - 70, area.y(), 70, 17), Qt.AlignCenter, badge)
+        # caption: the file name, then the relevance as a bar and as the number the viewer and
+        # --json give
+        text_color = option.palette.highlightedText().color() if selected else option.palette.text().color()
         p.setFont(option.font)
-        name = QFontMetrics(option.font).elidedText(os.path.basename(display(hit.path)), Qt.ElideMiddle, line.width() - rank_w)
-        p.drawText(line.adjusted(rank_w, 0, 0, 0), Qt.AlignLeft | Qt.AlignVCenter, name)
-        bar = QRect(rect.x(), line.bottom() + 4, rect.width(), 5)
+        p.setPen(text_color)
+        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 16)
+        name, value = self.caption(hit, option.font, line.width())
+        p.drawText(line, Qt.AlignHCenter | Qt.AlignVCenter, name)
+        value_w = QFontMetrics(option.font).horizontalAdvance("0.00") + 4
+        row = QRect(rect.x(), line.bottom() + 1, rect.width(), 14)
+        bar = QRect(row.x(), row.center().y() - 2, row.width() - value_w, 5)
         p.fillRect(bar, QColor(128, 128, 128, 60))
         p.fillRect(QRect(bar.x(), bar.y(), max(1, round(bar.width() * max(0.0, min(1.0, hit.score)))), bar.height()),
                    QColor(240, 140, 30) if not selected else text_color)
+        p.drawText(QRect(bar.right() + 2, row.y(), value_w, row.height()), Qt.AlignRight | Qt.AlignVCenter, value)
         p.restore()
 
 

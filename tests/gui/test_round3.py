@@ -359,3 +359,17 @@ def test_10_one_per_duplicate_hides_re_encoded_and_resized_copies_too(qtbot, win
     assert box.isChecked() and names[0] == "p0.png"
     assert not (copies - {"p0.png"}) & set(names), names  # the copies are hidden
     assert {f"p{i}.png" for i in range(1, 8)} <= set(names)  # and the other photos are not
+
+
+def test_10_the_grid_shows_whole_names_and_the_relevance_the_viewer_shows(qtbot, window, tmp_path):
+    d = tmp_path / "lib"
+    for i in range(6):
+        write_photo(d / f"paris_eiffel_00026{i}.jpg", i, size=(320, 240))
+    index_folder(qtbot, window, d)
+    search(qtbot, window, d / "paris_eiffel_000260.jpg")
+    hit = window.results_model.hits[1]
+    width = window.delegate.sizeHint(None, None).width() - 6
+    name, value = window.delegate.caption(hit, window.results_view.font(), width)
+    assert name == Path(hit.path).name  # a camera-style name fits the cell whole
+    viewer = open_viewer(qtbot, window, row=1)
+    assert f"relevance {value}" in viewer.caption.text()
