@@ -736,6 +736,9 @@ class Catalog:
     def vectors_of(self, table: str, ids, dim: int) -> tuple[np.ndarray, np.ndarray]:
         return self.guard(self._server().vectors_of, self.engine, table, [int(i) for i in ids], dim)
 
+    def sample_vectors(self, table: str, dim: int, n: int, n_alive: int) -> np.ndarray:
+        return self.guard(self._server().sample_vectors, self.engine, table, dim, n, n_alive)
+
     def iter_vectors(self, table: str, dim: int):
         return self._server().iter_vectors(self.engine, table, dim)
 

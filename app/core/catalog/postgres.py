@@ -362,6 +362,22 @@ class PostgresDialect:
         keep = [order[int(i)] for i in ids if int(i) in order]
         return got[keep], vecs[keep]
 
+    def sample_vectors(self, engine: Engine, table: str, dim: int, n: int, n_alive: int) -> np.ndarray:
+        """(m <= n, D) vectors spread over the table by id (the same sample for the same table)."""
+        cast = "::vector" if VECTOR_TYPE == "halfvec" else ""
+        step = max(1, n_alive // max(n, 1))
+        with engine.connect() as c:
+            raw = c.connection.driver_connection
+            with raw.cursor(binary=True) as cur:
+                try:
+                    cur.execute(f"SELECT image_id, emb{cast} FROM {table} WHERE image_id %% %(s)s = 0 "
+                                f"ORDER BY image_id LIMIT %(n)s", {"s": step, "n": n})
+                except psycopg.errors.UndefinedTable as e:
+                    raise StaleSnapshotError(f"the search table {table} was replaced") from e
+                rows = cur.fetchall()
+            c.rollback()
+        return _rows(rows, dim)[1]
+
     def iter_vectors(self, engine: Engine, table: str, dim: int, chunk: int = 20_000):
         """(ids, vectors) of the whole table in chunks, by id (duplicates, exports)."""
         cast = "::vector" if VECTOR_TYPE == "halfvec" else ""

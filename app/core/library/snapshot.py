@@ -11,6 +11,7 @@ Two kinds, one interface (`search`, `vectors_of`, `contains`, `all_vectors`):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -18,6 +19,8 @@ import numpy as np
 from ..aggregate.descriptor import Whitening
 from ..catalog.records import Filters, FolderInfo, SpaceInfo
 from ..index.vectors import EXACT_MAX_WORK, HnswGraph, beam, top_k
+
+SCALE_SAMPLE = 600  # photos whose pairwise similarities give the library's similarity scale
 
 __all__ = ["Snapshot", "ServerSnapshot", "Shortlist", "FolderInfo", "SpaceInfo"]
 
@@ -52,6 +55,21 @@ class _Common:
     def ready(self) -> bool:
         """Whether searches can run (a space with a centring mean and at least one vector)."""
         return self.space is not None and self.mu is not None and self.n_alive > 0
+
+    @cached_property
+    def similarity_scale(self) -> tuple[float, float]:
+        """(mean, standard deviation) of the similarity of two photos of this library, from a
+        fixed sample: the scale on which a result's similarity reads as high or not (unwhitened
+        descriptors are all alike, ~0.5 apart; whitened ones ~0)."""
+        v = self._sample(SCALE_SAMPLE).astype(np.float64)
+        if len(v) < 3:
+            return 0.0, 1.0
+        g = v @ v.T
+        pairs = g[np.triu_indices(len(v), 1)]
+        return float(pairs.mean()), max(float(pairs.std()), 1e-3)
+
+    def _sample(self, n: int) -> np.ndarray:
+        raise NotImplementedError
 
     def folder_state(self, folder_id: int) -> str:
         for f in self.folders:
@@ -128,6 +146,10 @@ class Snapshot(_Common):
         best = np.argsort(-sims, kind="stable")[:k]
         return labels[best], sims[best]
 
+    def _sample(self, n: int) -> np.ndarray:
+        live = np.nonzero(self._live)[0]
+        return self.vectors[live[:: max(1, len(live) // max(n, 1))][:n]]
+
     def _slots_of(self, ids) -> dict[int, int]:
         ids = np.asarray(list(ids), np.int64)
         slots = np.nonzero(np.isin(self.ids, ids) & self._live)[0]
@@ -174,6 +196,9 @@ class ServerSnapshot(_Common):
         ids, sims, vecs = self.catalog.search_vectors(self.table, np.asarray(q, np.float32).ravel(), k, self._exact(),
                                                       int(1.5 * beam(k, self.n_alive)), filters, self.n_alive)
         return Shortlist(ids, sims.astype(np.float32), vecs)
+
+    def _sample(self, n: int) -> np.ndarray:
+        return self.catalog.sample_vectors(self.table, self.whitening.dim, n, self.n_alive)
 
     def vectors_of(self, ids) -> tuple[np.ndarray, np.ndarray]:
         return self.catalog.vectors_of(self.table, list(ids), self.whitening.dim)

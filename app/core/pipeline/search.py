@@ -72,10 +72,11 @@ def request_from_settings(settings, **fields) -> SearchRequest:
 
 @dataclass
 class Hit:
-    """score: the score the final ranking used, in [0, 1], non-increasing with rank (cosine for a
-    plain search, cosine to the expanded query with QE, with HeR the heat spread over the shortlist
-    from 1 (best) to 0 (last) and photos beyond the shortlist at 0; exact duplicates
-    of the query are pinned first at 1). similarity: plain cosine of the query and this photo.
+    """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], non-increasing
+    with rank: policy.relevance of the similarity on the library's scale and the score the ranking
+    used (cosine for a plain search, cosine to the expanded query with QE, with HeR the heat spread
+    over the shortlist from 1 (best) to 0 (last)); exact duplicates of the query are pinned first at
+    1. similarity: plain cosine of the query and this photo (in the searched, whitened space).
     state: ok | offline (its folder is not reachable) | missing (the file is gone)."""
 
     image_id: int
@@ -304,6 +305,12 @@ class Searcher:
                 vec_of.update({int(i): v for i, v in zip(got.tolist(), vecs)})
         scores = np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
         hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of)
+        if hits:
+            mu, sd = snap.similarity_scale
+            rel = policy.relevance([(h.similarity - mu) / sd for h in hits], [h.score for h in hits])
+            rel[[h.image_id in pinned for h in hits]] = 1.0  # the query's own file
+            for h, r in zip(hits, np.minimum.accumulate(rel)):  # non-increasing down the ranking
+                h.score = float(r)
         total = len(hits)
         hits = [h for h in hits if h.score >= req.min_score][: req.top]
         for i, h in enumerate(hits):
