@@ -58,3 +58,20 @@ def index_folder(qtbot, win, folder, timeout=60000):
         win.add_folder(str(folder))
     wait_idle(qtbot, win, timeout)
     return blocker.args[0]
+
+
+def add_and_pause(qtbot, win, folder, n: int) -> list:
+    """`n` photos written into `folder`, added, and paused with the Pause button once the first
+    are done. Returns the live list of progress counts seen."""
+    from PySide6.QtCore import Qt
+
+    from tests.conftest import write_photo
+
+    for i in range(n):
+        write_photo(folder / f"p{i:02d}.png", i, size=(200, 150))
+    seen = []
+    win.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
+    win.add_folder(str(folder))
+    qtbot.waitUntil(lambda: any(k > 0 for k in seen), timeout=30000)
+    qtbot.mouseClick(win.pause_btn, Qt.LeftButton)
+    return seen

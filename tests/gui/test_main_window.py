@@ -11,7 +11,7 @@ from app.core.imageio import open_oriented
 from app.core.pipeline.search import Hit
 from app.gui.results import ResultsModel
 from tests.conftest import write_photo
-from tests.gui.conftest import index_folder, make_window, wait_idle
+from tests.gui.conftest import add_and_pause, index_folder, make_window, wait_idle
 
 
 def drop_files(widget, paths):
@@ -161,14 +161,7 @@ def test_overlay_is_off_by_default_toggles_everywhere_and_is_remembered(qtbot, w
 
 def test_pause_keeps_the_count_resume_and_cancel(qtbot, window, tmp_path, monkeypatch):
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
-    d = tmp_path / "many"
-    for i in range(60):
-        write_photo(d / f"p{i:02d}.png", i, size=(200, 150))
-    seen = []
-    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
-    window.add_folder(str(d))
-    qtbot.waitUntil(lambda: any(n > 0 for n in seen), timeout=30000)
-    qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+    seen = add_and_pause(qtbot, window, tmp_path / "many", 60)
     assert window.pause_btn.text() == "Resume"
     qtbot.wait(400)
     frozen = len(seen)

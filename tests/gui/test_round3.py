@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
 from app.core.imageio import open_oriented
 from tests.conftest import write_photo
-from tests.gui.conftest import index_folder, wait_idle
+from tests.gui.conftest import add_and_pause, index_folder, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,14 +120,7 @@ def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window,
     """(9) Stopped with photos left: the pane says "N of M indexed (stopped)" and offers Resume
     (k left), which indexes the rest; counts read "1 photo", not "1 photos"."""
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
-    d = tmp_path / "many"
-    for i in range(40):
-        write_photo(d / f"p{i:02d}.png", i, size=(200, 150))
-    seen = []
-    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
-    window.add_folder(str(d))
-    qtbot.waitUntil(lambda: any(n > 0 for n in seen), timeout=30000)
-    qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+    add_and_pause(qtbot, window, tmp_path / "many", 40)
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
     done = window.svc.stats()["indexed"]
