@@ -252,6 +252,9 @@ def _request(a, st, n, path, box):
                                  mode=a.mode or st.region_mode, filters=filters, hide_duplicates=a.hide_duplicates)
 
 
+MAX_QUERY_LINE = 1 << 16  # bytes: a path and a box fit many times over
+
+
 def _read_queries(a):
     """(line number, path, box) per good line; bad lines (not JSON, not UTF-8, wrong fields) are
     reported with their number and skipped."""
@@ -261,7 +264,19 @@ def _read_queries(a):
     except OSError as e:
         raise InputError(f"cannot read the queries file {a.queries}: {e.strerror or e}") from e
     with fh:
-        for n, raw in enumerate(fh, 1):
+        head = fh.peek(4096)[:4096]  # not consumed: works on pipes too
+        if b"\0" in head:  # a photo or another binary file given by mistake: one line, not thousands
+            raise InputError(f"{a.queries} is not a queries file (binary data); it holds one JSON object per line: "
+                             '{"path": ..., "box": [x1, y1, x2, y2] or null}')
+        n = 0
+        while True:
+            raw = fh.readline(MAX_QUERY_LINE + 1)  # bounded: a file without line ends never fills memory
+            if not raw:
+                break
+            n += 1
+            if len(raw) > MAX_QUERY_LINE and not raw.endswith(b"\n"):
+                raise InputError(f"{a.queries} line {n} is longer than {MAX_QUERY_LINE:,} bytes: not a queries file "
+                                 "(one JSON object per line)")
             if not raw.strip():
                 continue
             try:

@@ -22,6 +22,11 @@ from PIL import Image, ImageFile, ImageOps
 
 from .errors import ImageError
 
+# Pillow warns about damaged metadata (corrupt EXIF, a tag larger than the file) on photos it still
+# reads: never worth a line. Process-wide, because catch_warnings is not thread-safe and indexing
+# decodes in threads (EXIF is also parsed later, by exif_transpose).
+warnings.filterwarnings("ignore", category=UserWarning, module=r"PIL\.(TiffImagePlugin|Image|JpegImagePlugin)")
+
 # Formats we index. JPEG, PNG, WebP, TIFF, BMP, GIF (first frame) and AVIF come with Pillow;
 # HEIC/HEIF with the pillow-heif plugin; camera RAW with rawpy (both regular dependencies).
 # Every one of them is scanned even when its decoder failed to load on this machine: such a

@@ -84,8 +84,25 @@ def test_3_forget_with_an_empty_path_or_a_root_forgets_nothing(tmp_path, home):
     assert cli("index", d, home=home).returncode == 0
     one_line(cli("forget", "", home=home), "empty")
     one_line(cli("forget", "/", home=home), "whole library")
+    one_line(cli("forget", tmp_path, home=home), "not a library folder", "forget each by name")  # a folder above it
     r = cli("status", "--json", home=home)
     assert json.loads(r.stdout)["indexed"] == 6
+
+
+def test_3_purge_refuses_while_the_settings_cannot_be_read(tmp_path, home):
+    """(3) A damaged settings.json means the defaults stand in for it: an index then makes a space
+    of the defaults, and purge must not take that for the library's settings."""
+    d = photos(tmp_path / "photos", 6)
+    assert cli("index", d, home=home).returncode == 0
+    good = (home / "settings.json").read_text()
+    (home / "settings.json").write_text(good[: len(good) // 2])
+    cli("index", d, home=home)
+    r = cli("purge", "--force", home=home)  # the settings' own warning, then the refusal
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "before purge" in r.stderr.splitlines()[-1] and "nothing was deleted" in r.stderr, r.stderr
+    (home / "settings.json").write_text(good)
+    r = cli("search", d / "p01.png", "--json", "--top", "6", home=home)
+    assert r.returncode == 0 and len(json.loads(r.stdout)["results"]) == 6, r.stderr
 
 
 def test_3_photos_whose_decoder_fails_to_load_are_kept(tmp_path, home):
@@ -284,6 +301,9 @@ def test_9_bad_lines_and_values_are_one_line_each(tmp_path, home):
     assert "line 2: not UTF-8" in r.stderr and "line 3:" in r.stderr
     r = cli("search", d / "p01.png", "--after", "0001-01-01", "--top", "3", home=home)
     assert r.returncode == 0 and r.stdout.splitlines()[0].endswith("p01.png"), r.stderr
+    one_line(cli("search", "--queries", d / "p01.png", home=home), "not a queries file")  # a photo, not thousands of lines
+    q.write_bytes(b"x" * 200_000)
+    one_line(cli("search", "--queries", q, home=home), "longer than")  # never read whole into memory
     (home / "settings.json").write_text("[" * 100_000 + "]" * 100_000)
     r = cli("status", home=home)
     assert r.returncode == 0 and "nested too deeply" in r.stderr and "Traceback" not in r.stderr

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..catalog.catalog import Catalog
 from ..config import Settings, check_home, home_dir, models_dir
-from ..errors import Cancelled, CatalogError, HeatSearchError, ReadOnlyError
+from ..errors import Cancelled, CatalogError, HeatSearchError, InputError, ReadOnlyError
 from ..features.engine import EngineChoice
 from ..features.extractor import Extractor
 from . import paths
@@ -401,8 +401,13 @@ class LibraryService:
         return self.submit("rebuild", lambda cmd: self.writer.rebuild(lambda: cmd.control.cancelled), preempts=True)
 
     def purge(self, force: bool = False) -> Command:
-        """Delete the descriptors of unused model settings; returns (how many, what was kept)."""
+        """Delete the descriptors of unused model settings; returns (how many, what was kept).
+        Refused while the settings file could not be read: the defaults standing in for it are
+        not the settings whose descriptors the user means to keep."""
         self._writable()
+        if self.settings.problems:
+            raise InputError("fix the settings file before purge: with defaults standing in for it, purge would "
+                             "delete the descriptors of the settings you meant (nothing was deleted)")
         return self.submit("purge", lambda c: self.writer.purge_spaces(force), preempts=True)
 
     def refresh(self, force: bool = False) -> Command:

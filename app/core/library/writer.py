@@ -402,6 +402,11 @@ class LibraryWriter:
             target = None
         rows = self.catalog.folders()
         whole = [f.id for f in rows if target is None or paths.is_within(f.path, target)]
+        above = [f.path for f in rows if f.id in whole and target is not None and paths.norm(f.path) != paths.norm(target)]
+        if above and not missing_only:  # `forget /tmp` for folders under it: as blunt as `forget /`
+            names = ", ".join(paths.display(p) for p in above[:3]) + (" …" if len(above) > 3 else "")
+            raise InputError(f"{paths.display(target)} is not a library folder but holds {len(above)} of them ({names}); "
+                             "forget each by name (nothing was forgotten)")
         partial = [f.id for f in rows if f.id not in whole and target is not None and paths.is_within(target, f.path)]
         ids = [i for i, p, st in self.catalog.image_paths(whole + partial)
                if (not missing_only or st == "missing") and (target is None or paths.is_within(p, target))]

@@ -70,6 +70,15 @@ def request_from_settings(settings, **fields) -> SearchRequest:
     return SearchRequest(**merged)
 
 
+def _described(d: Described, req) -> Described:
+    """`d`, when it describes something: a query whose description is all zero (a box too small
+    for the network to see anything in) would rank arbitrary photos first."""
+    if not np.isfinite(d.raw).all() or not np.any(d.raw):
+        what = "the box is too small" if req.box is not None else "the photo is too small or too plain"
+        raise InputError(f"{what} to describe: nothing in it stands out (draw a larger box)")
+    return d
+
+
 @dataclass
 class Hit:
     """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], non-increasing
@@ -183,14 +192,14 @@ class Searcher:
             fm = FeatureMap(m.transpose(1, 2, 0), prepared.scale, prepared.offset, prepared.orig_size, ex.stride)
             crop.where = fm.cells_rect(slice(0, m.shape[1]), slice(0, m.shape[2]))
             if plan.box_mode == "crop":
-                return crop, prepared.orig_size, True, own
+                return _described(crop, req), prepared.orig_size, True, own
         fm, ran = self.feature_map(req, snap)
         d = describe_map(fm, snap.mu, req.box, params)
         if crop is not None:  # hybrid: the map's cells and the crop's own pass, summed
             v = d.raw.astype(np.float64) + crop.raw
             d.raw = (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
             ran = True
-        return d, fm.orig_size, ran, own
+        return _described(d, req), fm.orig_size, ran, own
 
     # ---- search ---------------------------------------------------------------------------------
     def search(self, req: SearchRequest) -> SearchResult:
