@@ -5,7 +5,7 @@ search, filtered searches (10 % and 1 % of the library allowed), and the residen
 client that searches it.
 
     python benchmarks/pg_latency.py --n 100000 1000000            # a server from the wheel in /tmp
-    python benchmarks/pg_latency.py --n 100000 --url postgresql://... --halfvec
+    python benchmarks/pg_latency.py --n 100000 --url postgresql://... --vector halfvec
 
 The catalog rows (images, descriptors) are filled by COPY (what a million photos of indexing would
 have written); the vector table and its HNSW index are built by the app's own code
@@ -175,11 +175,11 @@ def main():
     ap.add_argument("--d", type=int, default=512)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--url", help="an empty PostgreSQL database (default: a server from the wheel in a temp folder)")
-    ap.add_argument("--halfvec", action="store_true", help="store the vectors as halfvec (2 bytes a dimension)")
+    ap.add_argument("--vector", choices=["float32", "halfvec"], default="float32",
+                    help="how the vectors are stored: float32 (the default) or halfvec (2 bytes a dimension)")
     ap.add_argument("--no-client", action="store_true", help="skip the client memory measurement")
     a = ap.parse_args()
-    if a.halfvec:
-        os.environ["HEATSEARCH_PG_VECTOR"] = "halfvec"
+    os.environ["HEATSEARCH_PG_VECTOR"] = "halfvec" if a.vector == "halfvec" else "vector"
     server = None
     if not a.url:
         import warnings
