@@ -83,6 +83,8 @@ class LibraryPane(QWidget):
             total = max(self._totals.get(f["id"], 0), f.get("images", 0) - failed - f.get("missing", 0)) if indexing else 0
             if indexing and total > indexed:
                 count = f"{indexed} of {total} indexed"
+            elif indexing and not indexed and not total:  # just added: its scan has not counted it yet
+                count = "being scanned…"
             elif left.get(f["path"]):
                 count = f"{indexed} of {indexed + left[f['path']]} indexed (stopped)"
             else:
