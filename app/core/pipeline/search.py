@@ -20,16 +20,16 @@ from PIL import Image as PILImage
 
 from .. import policy
 from ..catalog.records import Filters
-from ..duplicates import NEAR_DEFAULT, NEAR_HAMMING
 from ..describe import Described, HewParams, describe_features, describe_map
+from ..duplicates import NEAR_DEFAULT, NEAR_HAMMING
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
 from ..imageio import check_box, file_digest, image_size
 from ..library import paths
 from ..library.snapshot import Shortlist
 from ..rerank.her import her_rerank
-from ..signature import hamming
 from ..rerank.qe import expand_query
+from ..signature import hamming
 
 __all__ = ["Filters", "SearchRequest", "SearchResult", "Searcher", "SearchWorker", "Hit", "request_from_settings"]
 
