@@ -281,17 +281,21 @@ def test_a_box_drawn_with_the_keyboard(qtbot, window, photo_dir):
         qtbot.keyClick(view, Qt.Key_Escape)
     assert view.box is None
     qtbot.keyClick(view, Qt.Key_Tab)
-    assert QApplication.focusWidget() is window.results_view
+    # The window's own focus widget: QApplication.focusWidget() is None while the window is not the
+    # active one, which a bare X server (no window manager to activate it) leaves it.
+    assert window.focusWidget() is window.results_view
 
 
 def test_open_a_shared_library_from_the_file_menu(qtbot, window, photo_dir, pg_url):
     """(17) File > Open shared library…: the address typed into the dialog; the window shows that
     library (a folder dropped is indexed into it, searches run on it) and remembers it."""
     def type_url():
-        dlg = QApplication.activeModalWidget()
-        edit = dlg.findChild(type(dlg).__mro__[0].__dict__.get("_", None) or object) if False else None
         from PySide6.QtWidgets import QLineEdit
 
+        dlg = QApplication.activeModalWidget()
+        if dlg is None:  # not open yet on a loaded machine: look again (a failure here would leave it open)
+            QTimer.singleShot(100, type_url)
+            return
         edit = dlg.findChild(QLineEdit)
         edit.selectAll()
         qtbot.keyClicks(edit, pg_url)
