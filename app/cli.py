@@ -570,7 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--json", action="store_true")
     dr.set_defaults(func=cmd_doctor)
     du = sub.add_parser("duplicates", parents=[common], help="groups of duplicate photos (the app never deletes)")
-    du.add_argument("--threshold", type=float, default=None, help="similarity for near-duplicates (default 0.95)")
+    du.add_argument("--threshold", type=float, default=None,
+                    help="how alike two photos' pixels must be to count as the same photo, 0-1 (default 0.90; lower also groups heavier edits)")
     du.add_argument("--no-crops", action="store_true", help="do not look for crops of other photos")
     du.add_argument("--json", action="store_true", help="one JSON object: groups with their members, best to keep first")
     du.set_defaults(func=cmd_duplicates)

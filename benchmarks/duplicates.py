@@ -4,11 +4,14 @@ photos.
     python benchmarks/duplicates.py --speed 100000 [--cameras 2]   # synthetic descriptors and signatures
     python benchmarks/duplicates.py --quality           # edits of shared photos, indexed for real
 
-Quality set: 60 source photos (30 UKBench objects, 30 Paris), each copied once per edit: JPEG
-quality 60, resized to 50 %, rotated by 90/180/270 (one at random), mirrored, cropped to 60-90 %
-(random); every other shared photo is an untouched negative (the other views of the UKBench
-objects are the hard ones: similar, not duplicates). A pair (source, edit) counts as found when
-both land in one group; precision counts every pair inside the groups.
+Quality set (`make_set`), built like the trial on unseen photos in issue 19: 150 sources (75 UKBench
+objects at 640x480, 75 Paris photos at ~1024 px), each with 3 of 11 edits (JPEG quality 40-70,
+resized to 40-70 %, rotated 90/180/270, mirrored, cropped to 55-85 % of each side, cropped then
+resized to 60 %, brightness/contrast +-15 %, a 30 px white border, stored turned with an EXIF
+orientation (quality 95), a PNG copy, a byte copy); every other shared UKBench and Paris photo is
+a look-alike (the other views of each object, other photos of each building): similar, never a
+duplicate. A pair (source, edit) counts as found when both land in one group; precision counts
+every pair inside the groups; "the original kept" counts groups whose first member is the source.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageEnhance, ImageOps
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -31,7 +34,7 @@ from app.core.aggregate.descriptor import l2n  # noqa: E402
 from app.core.duplicates import NEAR_DEFAULT, group_duplicates  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
-EDITS = ("q60", "half", "rotate", "mirror", "crop")
+EDITS = ("jpeg", "resize", "rotate", "mirror", "crop", "crop+resize", "bright", "border", "exif", "png", "copy")
 
 
 def speed(n: int, d: int = 512, cameras: int = 1) -> None:
@@ -43,7 +46,7 @@ def speed(n: int, d: int = 512, cameras: int = 1) -> None:
     vecs[dups] = l2n(vecs[(dups + 1) % n] + (0.05 / np.sqrt(d)) * rng.normal(size=(len(dups), d)))
     ids = np.arange(1, n + 1)
     hashes = rng.integers(0, 1 << 62, n)
-    hashes[dups] = hashes[(dups + 1) % n] ^ (0b101 << 20)  # a near copy: 2 hash bits differ, same orientation bits (the low 3)
+    hashes[dups] = hashes[(dups + 1) % n] ^ (0b101 << 20)  # a near copy: 2 hash bits differ
     # one camera (12 MP) or two (and 8 MP), every 20th photo a smaller export: crop checks happen
     # between photos of different sizes (with two cameras, about half of all similar pairs)
     sizes = [(4000, 3000), (3264, 2448)][:cameras]
@@ -51,49 +54,113 @@ def speed(n: int, d: int = 512, cameras: int = 1) -> None:
     rows = {}
     for k, (i, h) in enumerate(zip(ids.tolist(), hashes.tolist())):
         w, hh = (2600, 1950) if k % 20 == 0 else sizes[k % len(sizes)]
-        rows[i] = (i, f"/p/{i}.jpg", w, hh, 3_000_000, 0.0, 1.0, f"{i:040x}", h, bytes([36, 48]) + thumbs[k].tobytes())
+        rows[i] = (i, f"/p/{i}.jpg", w, hh, 3_000_000, 0.0, 1.0, f"{i:040x}", h, bytes([36, 48]) + thumbs[k].tobytes(),
+                   0.0, "", 0)
     t = time.perf_counter()
     groups = group_duplicates(ids, vecs, rows, NEAR_DEFAULT, crops=True, log=print)
     print(f"n = {n:,}, D = {d}, {cameras} camera(s): {len(groups)} groups in {time.perf_counter() - t:.1f} s")
 
 
-def make_set(out: Path, seed: int = 0) -> dict[str, str]:
-    """Write the quality set into `out`; returns file name -> family (the source it comes from,
-    or '' for an untouched negative)."""
+def _edit(img: Image.Image, kind: str, rnd: random.Random, src: Path, out: Path) -> None:
+    """Write `img` (the source, RGB) edited by `kind` to `out`."""
+    w, h = img.size
+
+    def crop():
+        fw, fh = rnd.uniform(0.55, 0.85), rnd.uniform(0.55, 0.85)
+        cw, ch = int(w * fw), int(h * fh)
+        x, y = rnd.randint(0, w - cw), rnd.randint(0, h - ch)
+        return img.crop((x, y, x + cw, y + ch))
+
+    if kind == "copy":
+        shutil.copyfile(src, out)  # a new file with the same bytes (and a new file time)
+    elif kind == "png":
+        img.save(out, "PNG")
+    elif kind == "jpeg":
+        img.save(out, "JPEG", quality=rnd.randint(40, 70))
+    elif kind == "exif":  # stored turned, with an EXIF orientation that shows it as the source
+        exif = Image.open(src).getexif()
+        exif[0x0112] = 6
+        img.transpose(Image.Transpose.ROTATE_90).save(out, "JPEG", quality=95, exif=exif.tobytes())
+    else:
+        edited = {
+            "resize": lambda: img.resize((round(w * (f := rnd.uniform(0.4, 0.7))), round(h * f)), Image.LANCZOS),
+            "rotate": lambda: img.transpose(rnd.choice([Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_180,
+                                                        Image.Transpose.ROTATE_270])),
+            "mirror": lambda: img.transpose(Image.Transpose.FLIP_LEFT_RIGHT),
+            "crop": crop,
+            "crop+resize": lambda: (c := crop()).resize((round(c.width * 0.6), round(c.height * 0.6)), Image.LANCZOS),
+            "bright": lambda: ImageEnhance.Contrast(ImageEnhance.Brightness(img).enhance(rnd.uniform(0.85, 1.15)))
+            .enhance(rnd.uniform(0.85, 1.15)),
+            "border": lambda: ImageOps.expand(img, 30, fill="white"),
+        }[kind]()
+        edited.save(out, "JPEG", quality=92)
+
+
+def make_set(out: Path, seed: int = 0, per_source: int = 3) -> dict[str, str]:
+    """Write the quality set into `out`; returns file name -> family (the source's name for a
+    source and its edits, '' for every other photo). 150 sources (the first view of every other
+    UKBench object, 75 Paris photos), each with `per_source` of the EDITS; every other shared
+    UKBench and Paris photo is a look-alike (other views of the same objects, other photos of the
+    same buildings), never a duplicate. Originals keep their file times; edits are newer."""
     rnd = random.Random(seed)
     uk = sorted((SHARED / "ukbench").glob("*.jpg"))
     pa = sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))
-    sources = uk[0:120:4] + rnd.sample(pa, 30)  # the first view of 30 objects, 30 landmark photos
+    sources = uk[0:600:8] + rnd.sample(pa, 75)
     family = {}
     for p in uk + pa:
-        shutil.copy(p, out / p.name)
+        shutil.copy2(p, out / p.name)
         family[p.name] = p.stem if p in sources else ""
     for p in sources:
         img = Image.open(p).convert("RGB")
-        w, h = img.size
-        buf = io.BytesIO()
-        img.save(buf, "JPEG", quality=60)
-        variants = {
-            "q60": Image.open(io.BytesIO(buf.getvalue())),
-            "half": img.resize((w // 2, h // 2), Image.LANCZOS),
-            "rotate": img.transpose(rnd.choice([Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_180,
-                                                Image.Transpose.ROTATE_270])),
-            "mirror": img.transpose(Image.Transpose.FLIP_LEFT_RIGHT),
-        }
-        f = rnd.uniform(0.6, 0.9)
-        cw, ch = int(w * f), int(h * f)
-        x, y = rnd.randint(0, w - cw), rnd.randint(0, h - ch)
-        variants["crop"] = img.crop((x, y, x + cw, y + ch))
-        for kind, v in variants.items():
-            name = f"{p.stem}__{kind}.jpg"
-            v.save(out / name, quality=92)
+        for kind in rnd.sample(EDITS, per_source):
+            name = f"{p.stem}__{kind}.{'png' if kind == 'png' else 'jpg'}"
+            _edit(img, kind, rnd, p, out / name)
             family[name] = p.stem
     return family
 
 
+EXPECTED = {"copy": "exact", "png": "format", "jpeg": "reencoded", "exif": "reencoded", "resize": "resized",
+            "rotate": "turned", "mirror": "turned", "crop": "crop", "crop+resize": "crop", "bright": "edited",
+            "border": "bordered"}
+
+
+def score(groups, family: dict[str, str]) -> dict:
+    """Per-edit recall, pair precision, the original kept, relations right."""
+    group_of = {Path(m.path).name: k for k, g in enumerate(groups) for m in g.members}
+    found = {k: [] for k in EDITS}
+    for name, fam in family.items():
+        if "__" in name:
+            kind = name.split("__")[1].rsplit(".", 1)[0]
+            found[kind].append(int(name in group_of and group_of.get(fam + ".jpg") == group_of[name]))
+    pairs = right = 0
+    kept = with_source = 0
+    relation_right = {k: [] for k in EDITS}
+    for g in groups:
+        names = [Path(m.path).name for m in g.members]
+        for a in range(len(names)):
+            for b in range(a + 1, len(names)):
+                pairs += 1
+                right += int(family[names[a]] != "" and family[names[a]] == family[names[b]])
+        sources = [n for n in names if "__" not in n and family[n]]
+        if sources:
+            with_source += 1
+            kept += int(names[0] in sources)
+            if names[0] in sources:
+                for m in g.members[1:]:
+                    n = Path(m.path).name
+                    if "__" in n and family[n] == family[names[0]]:
+                        kind = n.split("__")[1].rsplit(".", 1)[0]
+                        relation_right[kind].append(int(m.relation == EXPECTED[kind]))
+    every = [v for k in EDITS for v in found[k]]
+    return {"recall": {k: np.mean(v) if v else float("nan") for k, v in found.items()}, "all": np.mean(every),
+            "n": {k: len(v) for k, v in found.items()}, "precision": right / max(pairs, 1), "pairs": pairs,
+            "kept": kept / max(with_source, 1), "groups": with_source,
+            "relation": {k: np.mean(v) if v else float("nan") for k, v in relation_right.items()}}
+
+
 def quality(size: int | None, keep: str | None = None, reuse: str | None = None) -> None:
     from app.core.config import Settings
-    from app.core.duplicates import find_duplicates
+    from app.core.duplicates import SLIDER_RANGE, find_duplicates
     from app.core.library.service import LibraryService
 
     tmp = Path(reuse) if reuse else Path(tempfile.mkdtemp(prefix="hs-dups-"))
@@ -108,38 +175,36 @@ def quality(size: int | None, keep: str | None = None, reuse: str | None = None)
     svc.wait_ready()
     t = time.perf_counter()
     svc.run(svc.index([lib]))
-    print(f"indexed {len(family)} photos in {time.perf_counter() - t:.0f} s")
-    for threshold in (0.90, 0.93, 0.95, 0.97):
-        groups = find_duplicates(svc, threshold)
-        group_of = {Path(m.path).name: k for k, g in enumerate(groups) for m in g.members}
-        found = {kind: 0 for kind in EDITS}
-        total = {kind: 0 for kind in EDITS}
-        for name, fam in family.items():
-            if "__" in name:
-                kind = name.split("__")[1][:-4]
-                total[kind] += 1
-                src = fam + ".jpg"
-                found[kind] += int(name in group_of and group_of.get(src) == group_of[name])
-        pairs = right = 0
-        for g in groups:
-            names = [Path(m.path).name for m in g.members]
-            for a in range(len(names)):
-                for b in range(a + 1, len(names)):
-                    pairs += 1
-                    fa, fb = family[names[a]], family[names[b]]
-                    right += int(fa != "" and fa == fb)
-        by_rel: dict[str, list[int]] = {}
-        for g in groups:
-            keep = family[Path(g.members[0].path).name]
-            for m in g.members[1:]:
-                fam = family[Path(m.path).name]
-                by_rel.setdefault(m.relation, []).append(int(fam != "" and fam == keep))
-        recall = ", ".join(f"{k} {found[k] / total[k]:.2f}" for k in EDITS)
-        rel = ", ".join(f"{r} {np.mean(v):.2f} of {len(v)}" for r, v in sorted(by_rel.items()))
-        print(f"threshold {threshold:.2f}: {len(groups)} groups; recall per edit: {recall}; "
-              f"pair precision {right / max(pairs, 1):.3f} ({pairs} pairs); members right per relation: {rel}")
+    print(f"{len(family)} photos ({sum('__' in n for n in family)} edits of 150 sources), indexed in "
+          f"{time.perf_counter() - t:.0f} s")
+    cache: dict = {}
+    t = time.perf_counter()
+    groups = find_duplicates(svc, NEAR_DEFAULT, cache=cache)
+    first = time.perf_counter() - t
+    r = score(groups, family)
+    print(f"\ndefault threshold {NEAR_DEFAULT:.2f} ({first:.1f} s):")
+    print("| edit | " + " | ".join(EDITS) + " | all |")
+    print("|---" * (len(EDITS) + 2) + "|")
+    print("| recall | " + " | ".join(f"{r['recall'][k]:.3f}" for k in EDITS) + f" | {r['all']:.3f} |")
+    print("| pairs | " + " | ".join(str(r["n"][k]) for k in EDITS) + f" | {sum(r['n'].values())} |")
+    print("| relation right | " + " | ".join(f"{r['relation'][k]:.2f}" for k in EDITS) + " | |")
+    print(f"pair precision {r['precision']:.4f} ({r['pairs']} pairs); the original kept in {r['kept']:.3f} of "
+          f"{r['groups']} groups")
+    # the same grouping with every file time equal: what the other rules decide alone
+    rows = svc.catalog.duplicate_rows()
+    same_time = {i: (*row[:12], 1_600_000_000 * 10**9) for i, row in rows.items()}
+    ids, vecs = svc.snapshot().all_vectors()
+    r2 = score(group_duplicates(ids, vecs, same_time, NEAR_DEFAULT, cache=cache), family)
+    print(f"with every file time equal: the original kept in {r2['kept']:.3f} of {r2['groups']} groups")
+    print("\n| threshold | recall (all edits) | " + " | ".join(EDITS) + " | pair precision |")
+    print("|---" * (len(EDITS) + 3) + "|")
+    for threshold in np.round(np.arange(SLIDER_RANGE[0], SLIDER_RANGE[1] + 1e-9, 0.02), 2).tolist() + [0.99]:
+        t = time.perf_counter()
+        r = score(find_duplicates(svc, threshold, cache=cache), family)
+        print(f"| {threshold:.2f} | {r['all']:.3f} | " + " | ".join(f"{r['recall'][k]:.2f}" for k in EDITS)
+              + f" | {r['precision']:.4f} | ({time.perf_counter() - t:.1f} s)")
     svc.close()
-    if keep is None:
+    if keep is None and not reuse:  # a library given to measure again is the caller's
         shutil.rmtree(tmp, ignore_errors=True)
     else:
         print(f"library kept in {tmp}")

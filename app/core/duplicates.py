@@ -1,20 +1,26 @@
-"""Duplicate groups, kept apart from "similar": exact copies (same bytes), near-duplicates
-(recompressed, resized, slightly edited), rotated or mirrored copies, and crops of another photo.
+"""Duplicate groups, kept apart from "similar": the same photo as another file, re-encoded,
+resized, turned, mirrored, edited (brightness, contrast, colour), framed by a border, or cropped
+(and resized after the crop).
 
 Built from neighbours, never from all pairs:
 - exact: photos with the same content digest;
-- near: each photo's k nearest vectors (in a 32-d PCA projection: exact search in blocks up to
-  20,000 photos, an HNSW graph above; then checked on the full vectors) with cosine >=
-  `threshold` (the user's slider) and a perceptual hash within NEAR_HAMMING bits (the descriptor
-  alone cannot tell a copy from another view of the same object);
-- rotated/mirrored: the same dihedral perceptual hash (signature.py) up to MAX_HAMMING bits in
-  another orientation (in the same orientation it is a re-encoded copy), found through 16-bit
-  chunks of the hash (a pair within 3 bits shares a chunk);
-- crop: neighbours (cosine >= CROP_FLOOR) whose pixel sizes fit a crop (neither side larger: a crop
-  keeps its original's pixels) and whose tiny thumbnail matches the window of that size in the
-  other's thumbnail; same-size photos are never checked, which keeps large libraries fast.
-Members of a group are sorted best-to-keep first: most pixels, then largest file, then sharpest,
-then oldest.
+- candidates: each photo's K nearest descriptors (cosine >= CANDIDATE_FLOOR: in a REDUCED-d PCA
+  projection, exact search in blocks up to EXACT_MAX photos, an HNSW graph above; checked on the
+  full vectors), and pairs whose perceptual hashes (signature.py) are close in any of the 8
+  orientations (a turned copy's descriptor can be far);
+- each candidate is compared on its pixels (the thumbnails of the photos' content, borders left
+  out): whole, in the orientation that fits best, and, failing that, as a window of the other at
+  any scale (a crop, resized or not). The pixel correlation of that comparison is the pair's
+  similarity, one quantity for every relation; two photos are the same photo when it reaches the
+  user's `threshold` (the slider: how different two copies may be) and their hashes are within
+  HASH_BITS, and a crop when its window reaches CROP_NCC (a window searched at many scales fits
+  by chance more often).
+Descriptors find candidates; pixels decide. Another view of the same object is as close in the
+descriptor as a re-encode, but not in the pixels.
+
+Members of a group are sorted with the original first (`keep_order`): no added border, not a
+crop, most pixels, the camera's file (EXIF camera), the original format over a conversion, the
+oldest file, the largest file, the sharpest. Relations are stated against that photo.
 HeatSearch never deletes: the view offers Reveal, Copy paths and an export of the list.
 """
 from __future__ import annotations
@@ -26,23 +32,34 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .library import paths
-from .signature import crop_scores, hamming, orientation
+from .signature import (ASPECT_TOL, ORIENTATION_NAMES, ORIENTATIONS, crop_scores, frame_grid, frame_scores, hamming, orient,
+                        variants)
 
-NEAR_DEFAULT = 0.95  # measured on benchmarks/duplicates.py (README, "Duplicates")
-CROP_FLOOR = 0.70  # crop candidates: neighbours at or above this similarity, checked on thumbnails
+NEAR_DEFAULT = 0.92  # pixel correlation; measured on benchmarks/duplicates.py (README, "Duplicates")
+SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers
+CANDIDATE_FLOOR = 0.50  # descriptor cosine of a candidate pair (a crop of half the side: down to ~0.5)
 CROP_MIN_SIDE = 0.5  # a crop keeps at least half of each side of its original
-CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is a near-duplicate)
-CROP_NCC = 0.94  # window correlation that makes a crop (true crops: all >= 0.94, median 0.98; other photos whose sizes fit: 3 of 258 above)
-NEAR_HAMMING = 8  # perceptual-hash bits a near-duplicate may differ by (re-encoded copies: 90 % within 2;
-#                   other views of the same object: 95 % beyond 10; benchmarks/duplicates.py)
-MAX_HAMMING = 3  # bits: rotated / mirrored copies (chunks of 16 bits find every pair within 3)
+CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is the whole photo)
+CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
+HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;
+#               other views of one object or building: mostly 9-22; benchmarks/duplicates.py)
+BORDER_ADDED = 0.01  # area share of a border above the group's least that marks a border as added
+EDITED_MEAN = 4.0  # grey levels of mean, and
+EDITED_SPREAD = 0.06  # relative contrast, past which a copy is "edited" rather than "re-encoded"
 K = 10
 REDUCED = 32  # candidates come from a PCA projection: near-duplicates are near in any of them
 EXACT_MAX = 20_000  # photos; above, the candidates come from an HNSW graph over the projection
 
-RELATIONS = {"exact": "the same file (identical bytes)", "near": "the same photo re-encoded, resized or lightly edited",
-             "dihedral": "the same photo rotated or mirrored", "crop": "a crop of the first photo"}
-STRENGTH = {"exact": 0, "dihedral": 1, "near": 2, "crop": 3}
+RAW_FORMATS = {".dng", ".cr2", ".cr3", ".nef", ".arw", ".raf", ".orf", ".rw2", ".pef", ".srw"}
+CAMERA_FORMATS = {".jpg", ".jpeg", ".heic", ".heif"}  # what cameras and phones write; PNG/TIFF/WebP... are conversions
+
+RELATIONS = {"exact": "the same file (identical bytes)", "reencoded": "the same photo re-encoded",
+             "format": "the same photo in another format", "resized": "the same photo resized",
+             "edited": "the same photo with its brightness, contrast or colours changed",
+             "turned": "the same photo turned or mirrored", "bordered": "the same photo with a border added",
+             "crop": "a crop of the photo to keep", "similar": "the same photo as another in this group"}
+STRENGTH = {"exact": 0, "format": 1, "reencoded": 1, "resized": 2, "turned": 3, "edited": 4, "bordered": 5, "crop": 6,
+            "similar": 7}
 
 
 @dataclass
@@ -54,26 +71,48 @@ class Member:
     size: int
     taken: float
     sharpness: float
+    mtime: float = 0.0
+    camera: str = ""
+    border: float = 0.0
     relation: str = ""  # "" for the one to keep; else a key of RELATIONS
-    similarity: float = 1.0
+    detail: str = ""  # the relation in full words (turned how, resized how much)
+    similarity: float = 1.0  # pixel correlation with the one to keep (1 = the same pixels)
     why: str = ""  # for the one to keep: what put it first
 
     @property
     def reason(self) -> str:
-        return f"best to keep: {self.why or 'most pixels, largest file, sharpest, oldest'}" if not self.relation \
-            else RELATIONS[self.relation]
+        return f"best to keep: {self.why}" if not self.relation else (self.detail or RELATIONS[self.relation])
+
+    @property
+    def format_rank(self) -> int:
+        ext = os.path.splitext(self.path)[1].lower()
+        return 0 if ext in RAW_FORMATS else 1 if ext in CAMERA_FORMATS else 2
 
 
-def kept_because(best: Member, other: Member) -> str:
-    """The rule of the best-to-keep order that put `best` before `other`, in words."""
+def keep_order(m: Member, added_border: bool, cropped: bool) -> tuple:
+    """Sort key: the original first."""
+    return (added_border, cropped, -(m.width * m.height), not m.camera, m.format_rank, m.mtime or float("inf"),
+            -m.size, -m.sharpness, m.path)
+
+
+def kept_because(best: Member, other: Member, best_flags=(False, False), other_flags=(False, False)) -> str:
+    """The rule of `keep_order` that put `best` before `other`, in words."""
+    if best_flags[0] != other_flags[0]:
+        return "no border added"
+    if best_flags[1] != other_flags[1]:
+        return "the whole photo, not a crop"
     if best.width * best.height != other.width * other.height:
         return f"most pixels ({best.width}x{best.height})"
+    if bool(best.camera) != bool(other.camera):
+        return f"the camera's file ({best.camera})"
+    if best.format_rank != other.format_rank:
+        return f"the original format ({os.path.splitext(best.path)[1].lower() or 'no extension'})"
+    if best.mtime != other.mtime:
+        return f"the oldest file ({time.strftime('%Y-%m-%d %H:%M', time.localtime(best.mtime))})"
     if best.size != other.size:
-        return f"same pixels, largest file ({best.size / 1e6:.1f} MB)"
+        return f"largest file ({best.size / 1e6:.1f} MB)"
     if best.sharpness != other.sharpness:
-        return "same pixels and file size, sharpest"
-    if best.taken and best.taken != other.taken:
-        return f"oldest ({time.strftime('%Y-%m-%d', time.localtime(best.taken))})"
+        return "sharpest"
     return "identical by every rule, first by name"
 
 
@@ -90,7 +129,6 @@ class Group:
 class _Union:
     def __init__(self):
         self.parent: dict[int, int] = {}
-        self.edge: dict[tuple[int, int], tuple[str, float]] = {}
 
     def find(self, a: int) -> int:
         self.parent.setdefault(a, a)
@@ -99,26 +137,8 @@ class _Union:
             a = self.parent[a]
         return a
 
-    def join(self, a: int, b: int, kind: str, sim: float) -> None:
-        key = (min(a, b), max(a, b))
-        old = self.edge.get(key)
-        if old is None or STRENGTH[kind] < STRENGTH[old[0]]:
-            self.edge[key] = (kind, sim)
+    def join(self, a: int, b: int) -> None:
         self.parent[self.find(a)] = self.find(b)
-
-
-def crop_scale(big_row, small_row) -> tuple[float, float] | None:
-    """(height, width) of the small photo over the big one's when it can be a crop of it: a crop
-    keeps its original's pixels, so neither side is larger, each is at least CROP_MIN_SIDE of it
-    and the area at most CROP_MAX_AREA. None otherwise (same-size photos, the common case, cost
-    nothing)."""
-    bw, bh, sw, sh = big_row[2], big_row[3], small_row[2], small_row[3]
-    if not (bw and bh and sw and sh):
-        return None
-    fh, fw = sh / bh, sw / bw
-    if min(fh, fw) < CROP_MIN_SIDE or max(fh, fw) > 1.0 or fh * fw > CROP_MAX_AREA:
-        return None
-    return fh, fw
 
 
 def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int = 2048) -> tuple[np.ndarray, np.ndarray]:
@@ -165,9 +185,101 @@ def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int 
     return pairs[keep], cos[keep]
 
 
+def hash_pairs(hashes: np.ndarray, max_bits: int = HASH_BITS, max_bucket: int = 200) -> np.ndarray:
+    """(m, 2) row indices i < j whose hashes differ by at most `max_bits` in the best of the 8
+    orientations. Found through 16-bit chunks (a pair within 3 bits shares a chunk exactly;
+    most pairs within `max_bits` do); rows with hash 0 (no signature) take no part."""
+    n = len(hashes)
+    has = np.flatnonzero(hashes != 0)
+    if len(has) < 2:
+        return np.zeros((0, 2), np.int64)
+    h = hashes[has].astype(np.int64)
+    var = variants(h)  # (m, 8)
+    found = []
+    for c in range(4):
+        key = (h >> (16 * c)) & 0xFFFF
+        vkey = (var >> (16 * c)) & 0xFFFF
+        order = np.argsort(key, kind="stable")
+        skey = key[order]
+        lo = np.searchsorted(skey, vkey.ravel(), "left")
+        hi = np.searchsorted(skey, vkey.ravel(), "right")
+        size = hi - lo
+        ok = (size > 0) & (size <= max_bucket)  # a degenerate bucket (flat images): skipped
+        src = np.repeat(np.arange(len(h)).repeat(8)[ok], size[ok])
+        starts = np.repeat(lo[ok], size[ok])
+        offs = np.arange(len(starts)) - np.repeat(np.cumsum(size[ok]) - size[ok], size[ok])
+        found.append(np.stack([src, order[starts + offs]], 1))
+    pairs = np.concatenate(found)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    pairs = np.unique(np.sort(pairs, axis=1), axis=0)
+    if len(pairs):
+        bits = hamming(var[pairs[:, 0]], h[pairs[:, 1], None]).min(axis=1)
+        pairs = pairs[bits <= max_bits]
+    return has[pairs] if len(pairs) else np.zeros((0, 2), np.int64)
+
+
+def hash_close(pairs: np.ndarray, rows: dict) -> np.ndarray:
+    """(P,) bool: whether each pair's hashes differ by at most HASH_BITS in the best orientation
+    (True where either photo's signature predates schema 5: their thumbnails alone decide)."""
+    if not len(pairs):
+        return np.zeros(0, bool)
+    h = np.array([[rows[a][8], rows[b][8]] for a, b in pairs.tolist()], np.int64)
+    old = np.array([rows[a][10] < 0 or rows[b][10] < 0 for a, b in pairs.tolist()], bool)
+    return old | (hamming(variants(h[:, 0]), h[:, 1, None]).min(axis=1) <= HASH_BITS)
+
+
+def _content_area(row) -> float:
+    border = max(row[10], 0.0)
+    return row[2] * row[3] * (1.0 - border)
+
+
+def window_scales(big_row, small_row) -> list[tuple[float, float]]:
+    """Window sizes ((height, width) as fractions of the big photo's content) at which the small
+    photo's content may be a crop of the big one's: the small one's own aspect ratio, each side
+    at least CROP_MIN_SIDE and the area at most CROP_MAX_AREA. With the pixel sizes, a crop that
+    was not resized fits one size exactly; a crop resized afterwards any: one window per pixel of
+    width in the big photo's thumbnail. [] when the small one cannot be a crop."""
+    big, small = big_row[9], small_row[9]
+    if not big or not small:
+        return []
+    H, W, h, w = big[0], big[1], small[0], small[1]
+    ratio = (w / h) / (W / H)  # the window's width fraction over its height fraction
+    out = []
+    for ww in range(int(np.ceil(CROP_MIN_SIDE * W)), W + 1):
+        fw = ww / W
+        fh = fw / ratio
+        if CROP_MIN_SIDE <= fh <= 1.0 and fw * fh <= CROP_MAX_AREA:
+            out.append((fh, fw))
+    return out
+
+
+def _scored_windows(rows, pairs: list[tuple[int, int]], known: dict) -> None:
+    """(best window correlation, that window's width fraction) of each (big, small) pair over its
+    window sizes, into `known`."""
+    todo = [(b, s) for b, s in pairs if (b, s) not in known]
+    if not todo:
+        return
+    bigs, smalls, scales, owner = [], [], [], []
+    for n, (b, s) in enumerate(todo):
+        for sc in window_scales(rows[b], rows[s]):
+            bigs.append(rows[b][9])
+            smalls.append(rows[s][9])
+            scales.append(sc)
+            owner.append(n)
+    best, width = np.zeros(len(todo)), np.zeros(len(todo))
+    if owner:
+        scores, owner = crop_scores(bigs, smalls, scales), np.asarray(owner)
+        order = np.lexsort((scores, owner))  # per owner, its best score last
+        last = np.r_[owner[order][1:] != owner[order][:-1], True]
+        top = order[last]
+        best[owner[top]] = scores[top]
+        width[owner[top]] = np.asarray(scales)[top, 1]
+    known.update(zip(todo, zip(best.tolist(), width.tolist())))
+
+
 def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, log=None, cache: dict | None = None) -> list[Group]:
-    """Duplicate groups of the library's searchable photos, best-to-keep first in each group.
-    `cache` (a dict kept by the caller) keeps the neighbours and crop scores of this library
+    """Duplicate groups of the library's searchable photos, the original first in each group.
+    `cache` (a dict kept by the caller) keeps the candidates and pixel scores of this library
     version, so that moving the threshold only regroups."""
     t0 = time.perf_counter()
     snap = svc.snapshot()
@@ -181,15 +293,38 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
     return groups
 
 
+def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
+    """(pairs (P, 2) catalog ids, cosine (P,), frame ncc (P, 8), change (P, 2)): every candidate
+    pair and its whole-photo pixel scores, independent of the threshold (cached)."""
+    if "candidates" in cache:
+        return cache["candidates"]
+    knn, cos = knn_pairs(vecs, K, CANDIDATE_FLOOR)
+    hashes = np.array([rows[i][8] if i in rows and rows[i][10] >= 0 else 0 for i in ids.tolist()], np.int64)
+    hp = hash_pairs(hashes)
+    seen = {(int(a), int(b)) for a, b in knn.tolist()}
+    extra = np.array([p for p in hp.tolist() if tuple(p) not in seen], np.int64).reshape(-1, 2)
+    if len(extra):
+        cos = np.concatenate([cos, np.einsum("ij,ij->i", vecs[extra[:, 0]], vecs[extra[:, 1]])])
+        knn = np.concatenate([knn, extra])
+    pairs = ids[knn] if len(knn) else np.zeros((0, 2), np.int64)
+    ok = np.array([int(a) in rows and int(b) in rows and bool(rows[int(a)][9]) and bool(rows[int(b)][9])
+                   for a, b in pairs.tolist()], bool)
+    pairs, cos = pairs[ok] if len(pairs) else pairs, cos[ok] if len(pairs) else cos
+    ncc, change = frame_scores([rows[int(a)][9] for a, _ in pairs.tolist()], [rows[int(b)][9] for _, b in pairs.tolist()])
+    cache["candidates"] = (pairs, cos, ncc, change)
+    return cache["candidates"]
+
+
 def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: float = NEAR_DEFAULT, crops: bool = True,
                      log=None, cache: dict | None = None) -> list[Group]:
     """The grouping itself. ids (n,) catalog ids, vecs (n, D) their unit vectors; rows: id ->
-    (id, path, width, height, size, taken, sharpness, digest, phash, thumb). `cache`: reused
-    neighbour pairs and crop scores for the same ids and vectors (any threshold)."""
+    (id, path, width, height, size, taken, sharpness, digest, phash, thumb, border, camera,
+    mtime_ns) as `Catalog.duplicate_rows`. `threshold`: the pixel correlation two photos need
+    to be the same photo. `cache`: the candidates and pixel scores of the same ids and vectors
+    (any threshold)."""
     t0 = time.perf_counter()
     cache = {} if cache is None else cache
     u = _Union()
-    # exact copies
     by_digest: dict[str, list[int]] = {}
     for i in ids.tolist():
         r = rows.get(i)
@@ -197,97 +332,129 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
             by_digest.setdefault(r[7], []).append(i)
     for group in by_digest.values():
         for other in group[1:]:
-            u.join(group[0], other, "exact", 1.0)
-    # near duplicates and crop candidates from the nearest neighbours
-    floor = min(threshold, CROP_FLOOR)  # the same floor with or without crops: one cached neighbour set
-    if ("pairs", floor) not in cache:
-        cache[("pairs", floor)] = knn_pairs(vecs, K, floor)
-    pairs, cos = cache[("pairs", floor)]
-    t_knn = time.perf_counter() - t0
-    candidates = []  # (big, small, scale, cosine): scored together below
-    for (a, b), c in zip(pairs.tolist(), cos.tolist()):
-        ia, ib = int(ids[a]), int(ids[b])
-        if ia not in rows or ib not in rows:
-            continue
-        ha, hb = rows[ia][8], rows[ib][8]
-        if c >= threshold and ha and hb and hamming(ha, hb) <= NEAR_HAMMING:
-            # close in the searched space AND in the picture's perceptual hash: the same photo
-            # (another view of the same object is as close in the descriptor, not in the hash)
-            u.join(ia, ib, "near" if orientation(ha) == orientation(hb) else "dihedral", c)
-        elif crops and rows[ia][9] and rows[ib][9]:
-            big, small = (ia, ib) if rows[ia][2] * rows[ia][3] >= rows[ib][2] * rows[ib][3] else (ib, ia)
-            scale = crop_scale(rows[big], rows[small])
-            if scale is not None:
-                candidates.append((big, small, scale, c))
-    known = cache.setdefault("crop scores", {})  # (big, small) -> score
-    todo = [(b, sm, sc) for b, sm, sc, _ in candidates if (b, sm) not in known]
-    if todo:
-        scores = crop_scores([rows[b][9] for b, _, _ in todo], [rows[sm][9] for _, sm, _ in todo], [sc for _, _, sc in todo])
-        known.update(zip(((b, sm) for b, sm, _ in todo), scores.tolist()))
-    for big, small, _, c in candidates:
-        if known[(big, small)] >= CROP_NCC:
-            u.join(big, small, "crop", c)
-    checked = len(candidates)
-    # rotated or mirrored copies: the dihedral hash, through 16-bit chunks
-    buckets: dict[tuple[int, int], list[int]] = {}
-    for i in ids.tolist():
-        h = rows[i][8] if i in rows else 0
-        if h:
-            for c in range(4):
-                buckets.setdefault((c, (h >> (16 * c + 3)) & 0xFFFF), []).append(i)
-    seen = set()
-    for members in buckets.values():
-        if len(members) > 200:  # a degenerate bucket (flat images): skip
-            continue
-        for x in range(len(members)):
-            for y in range(x + 1, len(members)):
-                a, b = members[x], members[y]
-                if (a, b) in seen:
-                    continue
-                seen.add((a, b))
-                if hamming(rows[a][8], rows[b][8]) <= MAX_HAMMING:
-                    same_way = orientation(rows[a][8]) == orientation(rows[b][8])
-                    u.join(a, b, "near" if same_way else "dihedral", 1.0)
-    groups = _groups(u, rows)
+            u.join(group[0], other)
+    pairs, cos, ncc, _ = _candidates(ids, vecs, rows, cache)
+    t_cand = time.perf_counter() - t0
+    best = ncc.max(axis=1) if len(ncc) else np.zeros(0)
+    close = hash_close(pairs, rows)
+    windows = []
+    for (a, b), s, near in zip(pairs.tolist(), best.tolist(), close.tolist()):
+        if s >= threshold and near:
+            u.join(a, b)
+        elif crops:
+            big, small = (a, b) if _content_area(rows[a]) >= _content_area(rows[b]) else (b, a)
+            if _content_area(rows[small]) <= CROP_MAX_AREA * _content_area(rows[big]):
+                windows.append((big, small))  # a crop, resized or not, has fewer pixels: same-size photos cost nothing
+    known = cache.setdefault("window scores", {})  # (big, small) -> best window correlation
+    _scored_windows(rows, windows, known)
+    crop_of: dict[int, int] = {}
+    for big, small in windows:
+        if known[(big, small)][0] >= max(threshold, CROP_NCC):
+            u.join(big, small)
+            crop_of[small] = big
+    groups = _groups(u, rows, crop_of, threshold, known)
     if log:
         log(f"{len(groups)} duplicate groups among {len(ids)} photos in {time.perf_counter() - t0:.1f} s "
-            f"(neighbours {t_knn:.1f} s: {len(pairs)} pairs; {checked} crop checks)")
+            f"(candidates {t_cand:.1f} s: {len(pairs)} pairs; {len(windows)} window searches)")
     return groups
 
 
-def _groups(u: _Union, rows) -> list[Group]:
+def _member(row) -> Member:
+    return Member(row[0], paths.from_db(row[1]), row[2], row[3], row[4], row[5] or 0.0, row[6] or 0.0,
+                  (row[12] or 0) / 1e9, row[11] or "", max(row[10], 0.0))
+
+
+def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: dict) -> tuple[str, str, float]:
+    """(relation key, words, pixel similarity) of member `m` against the photo to keep."""
+    if keep_row[7] and keep_row[7] == m_row[7]:
+        return "exact", RELATIONS["exact"], 1.0
+    ncc, change = frame_scores([keep_row[9]], [m_row[9]])
+    k = int(np.argmax(ncc[0]))
+    if ncc[0, 0] >= ncc[0, k] - 0.005:  # a photo that looks the same turned (symmetric) is not turned
+        k = 0
+    sim = float(ncc[0, k])
+    if sim < threshold or not hash_close(np.array([[keep.image_id, m.image_id]]), {keep.image_id: keep_row, m.image_id: m_row})[0]:
+        key = (keep.image_id, m.image_id)
+        if key not in known:
+            _scored_windows({keep.image_id: keep_row, m.image_id: m_row}, [key], known)
+        win, fw = known[key]
+        if win >= max(threshold, CROP_NCC):
+            window_px = fw * keep.width * np.sqrt(1 - keep.border)  # the window's width in the keep's pixels
+            resized = m.width * np.sqrt(1 - m.border) < 0.9 * window_px
+            return "crop", RELATIONS["crop"] + (f", resized to {100 * m.width / window_px:.0f} %" if resized else ""), win
+        return "similar", RELATIONS["similar"], max(sim, win)
+    words = []
+    if k:  # k turns the member back onto the keep: the member is the keep turned the other way
+        words.append(ORIENTATION_NAMES[{5: 6, 6: 5}.get(k, k)])
+    px_keep, px_m = keep.width * keep.height * (1 - keep.border), m.width * m.height * (1 - m.border)
+    if px_m < 0.9 * px_keep:
+        words.append(f"resized to {100 * np.sqrt(px_m / px_keep):.0f} %")
+    if m.border > keep.border + BORDER_ADDED:
+        words.append("with a border added")
+    dmean, spread = change[0]
+    edited = abs(dmean) > EDITED_MEAN or abs(spread - 1) > EDITED_SPREAD
+    if edited:
+        words.append("with its brightness or contrast changed")
+    other_format = m.format_rank != keep.format_rank or os.path.splitext(m.path)[1].lower() != os.path.splitext(keep.path)[1].lower()
+    if not words:
+        words.append("in another format" if other_format else "re-encoded")
+    key = ("bordered" if m.border > keep.border + BORDER_ADDED else "edited" if edited else "turned" if k
+           else "resized" if px_m < 0.9 * px_keep else "format" if other_format else "reencoded")
+    return key, "the same photo " + ", ".join(words), sim
+
+
+def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict) -> list[Group]:
     comps: dict[int, list[int]] = {}
     for i in list(u.parent):
         comps.setdefault(u.find(i), []).append(i)
     out = []
     for members in comps.values():
-        if len(members) < 2:
-            continue
-        ms = [Member(i, paths.from_db(rows[i][1]), rows[i][2], rows[i][3], rows[i][4], rows[i][5] or 0.0, rows[i][6] or 0.0)
-              for i in members if i in rows]
+        ms = [_member(rows[i]) for i in members if i in rows]
         if len(ms) < 2:
             continue
-        # best to keep first: most pixels, then the largest file (least compressed: recompression
-        # artefacts make a copy look "sharper"), then sharpest, then oldest
-        ms.sort(key=lambda m: (-(m.width * m.height), -m.size, -m.sharpness, m.taken or float("inf"), m.path))
-        keep = ms[0].image_id
-        ms[0].why = kept_because(ms[0], ms[1])
+        least = min(m.border for m in ms)
+        flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of) for m in ms}
+        ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
+        keep = ms[0]
+        keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
         for m in ms[1:]:
-            kind, sim = u.edge.get((min(keep, m.image_id), max(keep, m.image_id)), (None, 0.0))
-            if kind is None:  # joined through another member: take its strongest edge in the group
-                cand = [u.edge[(min(m.image_id, o.image_id), max(m.image_id, o.image_id))]
-                        for o in ms if o is not m and (min(m.image_id, o.image_id), max(m.image_id, o.image_id)) in u.edge]
-                kind, sim = min(cand, key=lambda e: STRENGTH[e[0]]) if cand else ("near", 0.0)
-            m.relation, m.similarity = kind, sim
+            m.relation, m.detail, m.similarity = relation(keep, rows[keep.image_id], m, rows[m.image_id], threshold, known)
         out.append(Group(ms))
     out.sort(key=lambda g: (STRENGTH[g.kind], -len(g.members), g.members[0].path))
     return out
 
 
 def to_records(groups: list[Group]) -> list[dict]:
-    """JSON-able groups (for `heatsearch duplicates --json` and the export)."""
+    """JSON-able groups (for `heatsearch duplicates --json` and the export). `similarity`: the
+    pixel correlation with the photo to keep, after turning and scaling onto it (1 = the same
+    pixels)."""
     return [{"group": n + 1, "kind": g.kind,
              "members": [{"path": m.path, "keep": not m.relation, "relation": m.relation or "keep", "reason": m.reason,
                           "similarity": round(m.similarity, 4), "width": m.width, "height": m.height, "bytes": m.size,
-                          "taken": m.taken} for m in g.members]}
+                          "taken": m.taken, "camera": m.camera} for m in g.members]}
             for n, g in enumerate(groups)]
+
+
+class CopyFilter:
+    """One of each photo, by the finder's whole-photo rule (any orientation or size, re-encoded or
+    lightly edited): `is_copy(thumb)` says whether a photo is the same photo as one let through
+    before, and lets it through when it is not."""
+
+    def __init__(self, threshold: float = NEAR_DEFAULT):
+        self.threshold = threshold
+        self.grids: list[np.ndarray] = []
+        self.aspects: list[float] = []
+
+    def is_copy(self, thumb: bytes) -> bool:
+        if not thumb:
+            return False
+        g, aspect, _, _ = frame_grid(thumb)
+        if self.grids:
+            shown, aspects = np.stack(self.grids).reshape(len(self.grids), -1), np.asarray(self.aspects)
+            for k, (transpose, _, _) in enumerate(ORIENTATIONS):
+                fits = np.abs(aspects - (-aspect if transpose else aspect)) <= ASPECT_TOL
+                if fits.any() and float((shown[fits] @ orient(g, k).ravel()).max()) >= self.threshold:
+                    return True
+        self.grids.append(g)
+        self.aspects.append(aspect)
+        return False

@@ -100,14 +100,27 @@ def _exif_time(img: Image.Image) -> float:
         return 0.0
 
 
+def _exif_camera(img: Image.Image) -> str:
+    """EXIF Make and Model ("Canon PowerShot S230"), "" when absent: a camera's own file has them,
+    most conversions and edits lose them."""
+    try:
+        exif = img.getexif()
+        make, model = (str(exif.get(t) or "").strip("\x00 ") for t in (0x010F, 0x0110))
+    except Exception:  # noqa: BLE001 - damaged metadata is no camera
+        return ""
+    return (model if model.lower().startswith(make.lower()) else f"{make} {model}".strip())[:80]
+
+
 @dataclass
 class Photo:
     """A decoded photo. image: RGB, possibly reduced (JPEG draft or RAW preview);
-    orig_size: (w, h) of the full-resolution oriented original; taken: EXIF time or 0."""
+    orig_size: (w, h) of the full-resolution oriented original; taken: EXIF time or 0;
+    camera: EXIF make and model or ""."""
 
     image: Image.Image
     orig_size: tuple[int, int]
     taken: float = 0.0
+    camera: str = ""
 
 
 def _open_raw(path, draft_side: int | None) -> Photo:
@@ -126,7 +139,7 @@ def _open_raw(path, draft_side: int | None) -> Photo:
         if thumb is not None and thumb.format == rawpy.ThumbFormat.JPEG:
             img = Image.open(io.BytesIO(thumb.data))
             img.load()
-            taken = _exif_time(img)
+            taken, camera = _exif_time(img), _exif_camera(img)
             if img.getexif().get(0x0112, 1) != 1:
                 img = ImageOps.exif_transpose(img)
             elif flip in (3, 5, 6):
@@ -134,7 +147,7 @@ def _open_raw(path, draft_side: int | None) -> Photo:
                                      6: Image.Transpose.ROTATE_270}[flip])
             if draft_side is None or max(img.size) >= min(draft_side, max(full)):
                 same_shape = abs(full[0] / full[1] - img.size[0] / img.size[1]) < 0.05
-                return Photo(_to_rgb(img), full if same_shape else img.size, taken)
+                return Photo(_to_rgb(img), full if same_shape else img.size, taken, camera)
         rgb = raw.postprocess(half_size=True, use_camera_wb=True, output_bps=8)
     img = Image.fromarray(rgb)
     return Photo(img, full if abs(full[0] / full[1] - img.size[0] / img.size[1]) < 0.05 else img.size)
@@ -193,11 +206,11 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
             if draft_side and img.format == "JPEG":
                 img.draft("RGB", (draft_side, draft_side))
             img.load()
-            taken = _exif_time(img)
+            taken, camera = _exif_time(img), _exif_camera(img)
             img = ImageOps.exif_transpose(img)
             if (img.width > img.height) != (orig[0] > orig[1]) and img.width != img.height:
                 orig = (orig[1], orig[0])  # a decoder that had already turned it (Pillow's TIFF)
-            return Photo(_to_rgb(img), orig, taken)
+            return Photo(_to_rgb(img), orig, taken, camera)
     except ImageError:
         raise
     except PermissionError as e:

@@ -1,11 +1,18 @@
 """Cheap per-photo signatures, computed while indexing, for the duplicates view.
 
-- `dihedral_phash`: a 64-bit DCT perceptual hash made invariant to the 8 rotations/mirrors of a
-  photo: the DCT of a flipped or transposed image is the DCT with signs flipped or axes swapped,
-  so the 8 hashes come from one transform; the smallest of them is the signature. A rotated or
-  mirrored copy (even recompressed) gets the same or a close signature.
-- `thumb`: a tiny grey thumbnail (longer side THUMB px, aspect kept) for checking that one photo is
-  a crop of another by normalised cross-correlation (`crop_scores`).
+All are computed on the photo's *content*: a uniform border added around a photo (a frame, a
+mat, letterbox bars) is found by `trim_border` and left out, so a bordered copy has the same
+signatures as its original, and `border` records how much was left out.
+
+- `phash`: a 64-bit DCT sign hash of the content as it is stored (bit 8u+v, from the most
+  significant, says whether DCT coefficient (u, v) of the 32x32 grey content is positive). A
+  mirror flips the signs of the odd rows or columns and a transpose swaps rows and columns, so
+  the hashes of the 8 rotations and mirrors are bit operations on the stored one (`variants`):
+  no orientation has to be chosen when indexing (the smallest-of-8 choice of schema 4 flipped on
+  light edits).
+- `thumb`: a tiny grey thumbnail of the content (longer side THUMB px, aspect kept), for the pixel
+  comparisons of `similarity` (whole photos, in any of the 8 orientations) and `crop_scores`
+  (a photo inside a window of another, at its own or any other scale).
 """
 from __future__ import annotations
 
@@ -16,41 +23,85 @@ from PIL import Image
 from scipy.fft import dctn
 
 THUMB = 48
+BORDER_TOL = 10  # grey levels: a border line's pixels are within this of the border's colour
+BORDER_FILL = 0.98  # ... for at least this share of the line (JPEG ringing, a signature in a corner)
 
 
-def _hash_bits(block: np.ndarray) -> int:
-    flat = block.ravel()
-    bits = flat > np.median(flat[1:])  # the DC term is left out of the median (pHash)
-    return int(np.packbits(bits).view(">u8")[0])
+def _uniform_run(lines: np.ndarray, limit: int) -> tuple[int, float]:
+    """(how many of `lines` (n, m), from the first on, are of the first line's colour, that
+    colour) - at most `limit`."""
+    colour = float(np.median(lines[0]))
+    ok = (np.abs(lines[:limit] - colour) < BORDER_TOL).mean(axis=1) >= BORDER_FILL
+    n = int(np.argmin(ok)) if not ok.all() else len(ok)
+    return n, colour
 
 
-def dihedral_phash(img: Image.Image) -> int:
-    """The smallest of the 8 rotated/mirrored 64-bit hashes, its low 3 bits replaced by which of
-    the 8 orientations gave it: the same for the photo and its rotations/mirrors (up to noise),
-    and `orientation()` tells two copies in the same orientation from rotated ones.
-    Returned as a signed int64 (SQLite's INTEGER)."""
-    g = np.asarray(img.convert("L").resize((32, 32), Image.LANCZOS), dtype=np.float64)
-    c = dctn(g, type=2, norm="ortho")[:8, :8]
-    sign = (-1.0) ** np.arange(8)
-    variants = []
-    for t in (c, c.T):
-        for sv in (False, True):  # vertical flip: (-1)^u on rows
-            for sh in (False, True):  # horizontal flip: (-1)^v on columns
-                b = t * (sign[:, None] if sv else 1) * (sign[None, :] if sh else 1)
-                variants.append(_hash_bits(b) & ~7)
-    k = int(np.argmin(variants))
-    h = variants[k] | k
+def trim_border(img: Image.Image) -> tuple[Image.Image, float]:
+    """(the content, the fraction of the area that was border). A border is a band of one colour
+    on two opposite sides at once (top and bottom, or left and right; a frame is both), each at
+    least 2 px and at most a quarter of the side: a sky or a wall on one side is content."""
+    a = np.asarray(img.convert("L"), dtype=np.float32)
+    h, w = a.shape
+    box = [0, 0, w, h]  # left, top, right, bottom
+    for first, last, lo, hi in ((a, a[::-1], 1, 3), (a.T, a.T[::-1], 0, 2)):  # rows: top/bottom; columns: left/right
+        n1, c1 = _uniform_run(first, len(first) // 4)
+        n2, c2 = _uniform_run(last, len(last) // 4)
+        if n1 >= 2 and n2 >= 2 and abs(c1 - c2) < BORDER_TOL:
+            box[lo], box[hi] = n1, box[hi] - n2
+    if box == [0, 0, w, h] or box[2] - box[0] < 8 or box[3] - box[1] < 8:
+        return img, 0.0
+    return img.crop(tuple(box)), 1.0 - (box[2] - box[0]) * (box[3] - box[1]) / (w * h)
+
+
+def phash(content: Image.Image) -> int:
+    """The DCT sign hash of the content as stored, as a signed int64 (SQLite's INTEGER); never 0
+    (0 means "no signature")."""
+    g = np.asarray(content.convert("L").resize((32, 32), Image.LANCZOS), dtype=np.float64)
+    bits = dctn(g, type=2, norm="ortho")[:8, :8] > 0  # the DC term is always positive: bit 63 is always 1
+    h = int(np.packbits(bits.ravel()).view(">u8")[0])
     return h - (1 << 64) if h >= (1 << 63) else h
 
 
-def orientation(h: int) -> int:
-    """Which of the 8 orientations gave the signature (0 = as the photo is)."""
-    return h & 7
+_ODD_V = np.tile(np.arange(8) % 2 == 1, (8, 1))  # a left-right mirror flips the signs of odd columns
+_ODD_U = _ODD_V.T  # an upside-down flip those of odd rows
+# The 8 orientations as (transpose first?, flip rows?, flip columns?), named as what turns the
+# first photo into the second.
+ORIENTATIONS = ((False, False, False), (False, False, True), (False, True, False), (False, True, True),
+                (True, False, False), (True, True, False), (True, False, True), (True, True, True))
+ORIENTATION_NAMES = ("as is", "mirrored", "flipped upside down", "rotated 180°", "mirrored across a diagonal",
+                     "rotated 90° left", "rotated 90° right", "mirrored across a diagonal")
 
 
-def hamming(a: int, b: int) -> int:
-    """Bits that differ between two signatures (orientation bits excluded)."""
-    return bin(((a ^ b) & ((1 << 64) - 1)) >> 3).count("1")
+def _bits(h: np.ndarray) -> np.ndarray:
+    """(n,) int64 hashes -> (n, 8, 8) bool."""
+    return np.unpackbits(np.asarray(h, np.int64).astype(">i8").view(np.uint8).reshape(-1, 8), axis=1).reshape(-1, 8, 8).astype(bool)
+
+
+def _pack(b: np.ndarray) -> np.ndarray:
+    return np.packbits(b.reshape(len(b), 64), axis=1).view(">i8").ravel().astype(np.int64)
+
+
+def variants(h: np.ndarray) -> np.ndarray:
+    """(n,) int64 hashes -> (n, 8): the hash of each photo turned by each of ORIENTATIONS."""
+    b = _bits(h)
+    out = []
+    for transpose, flip_rows, flip_cols in ORIENTATIONS:
+        t = b.transpose(0, 2, 1) if transpose else b
+        out.append(_pack(t ^ (_ODD_U if flip_rows else False) ^ (_ODD_V if flip_cols else False)))
+    return np.stack(out, 1)
+
+
+def orient(t: np.ndarray, k: int) -> np.ndarray:
+    """A (h, w) thumbnail turned by ORIENTATIONS[k]."""
+    transpose, flip_rows, flip_cols = ORIENTATIONS[k]
+    t = t.T if transpose else t
+    t = t[::-1] if flip_rows else t
+    return t[:, ::-1] if flip_cols else t
+
+
+def hamming(a, b) -> np.ndarray:
+    """Bits that differ between int64 hashes (broadcast)."""
+    return np.bitwise_count(np.asarray(a, np.int64) ^ np.asarray(b, np.int64))
 
 
 def thumb(img: Image.Image) -> bytes:
@@ -126,3 +177,47 @@ def crop_scores(bigs: list[bytes], smalls: list[bytes], scales: list[tuple[float
             ncc = np.where(ok, num / np.maximum(den, 1e-6), 0.0)
             out[idx] = np.maximum(ncc.reshape(len(idx), -1).max(axis=1), 0.0)
     return out
+
+
+FRAME = 32  # whole photos are compared on FRAME x FRAME grey versions of their thumbnails
+ASPECT_TOL = 0.06  # |log aspect ratio| two photos may differ by and still be compared whole
+
+
+def frame_grid(data: bytes) -> tuple[np.ndarray, float, float, float]:
+    """A `thumb` made comparable as a whole photo: (grid (FRAME, FRAME) float32 with zero mean
+    and unit norm, log aspect ratio, mean grey, grey spread)."""
+    arr = thumb_array(data).astype(np.float64)
+    h, w = arr.shape
+    g = _resize_matrix(h, FRAME) @ arr @ _resize_matrix(w, FRAME).T
+    mean, spread = float(g.mean()), float(g.std())
+    g -= mean
+    g /= max(float(np.sqrt((g * g).sum())), 1e-6)
+    return g.astype(np.float32), float(np.log(w / h)), mean, spread
+
+
+def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-photo pixel correlation of pairs of `thumb` bytes, in each orientation.
+
+    Returns (ncc (P, 8) float32: the normalised cross-correlation of a[i] with b[i] turned by
+    ORIENTATIONS[k], both resized to FRAME x FRAME; -1 where the turned b's aspect ratio is not
+    a's; change (P, 2) float32: b's mean grey minus a's, and b's spread over a's (a re-encode
+    keeps both; a brightness or contrast edit does not))."""
+    uniq: dict[bytes, int] = {}
+    ia = np.array([uniq.setdefault(t, len(uniq)) for t in a], np.int64)
+    ib = np.array([uniq.setdefault(t, len(uniq)) for t in b], np.int64)
+    prepared = [frame_grid(t) for t in uniq]
+    grids = np.stack([p[0] for p in prepared]) if prepared else np.zeros((0, FRAME, FRAME), np.float32)
+    aspect, mean, spread = (np.array([p[k] for p in prepared]) for k in (1, 2, 3))
+    ncc = np.full((len(a), 8), -1.0, np.float32)
+    for s in range(0, len(a), chunk):
+        pa, pb = ia[s: s + chunk], ib[s: s + chunk]
+        ga, gb = grids[pa], grids[pb]
+        for k, (transpose, _, _) in enumerate(ORIENTATIONS):
+            fits = np.abs(aspect[pa] - (-aspect[pb] if transpose else aspect[pb])) <= ASPECT_TOL
+            if fits.any():
+                turned = np.stack([orient(g, k) for g in gb[fits]])
+                ncc[s: s + chunk][fits, k] = np.einsum("pij,pij->p", ga[fits], turned)
+    if not len(a):
+        return ncc, np.zeros((0, 2), np.float32)
+    change = np.stack([mean[ib] - mean[ia], spread[ib] / np.maximum(spread[ia], 1e-6)], 1).astype(np.float32)
+    return ncc, change

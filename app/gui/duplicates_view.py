@@ -13,7 +13,7 @@ from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSlider, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout)
 
-from ..core.duplicates import NEAR_DEFAULT, find_duplicates, to_records
+from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, find_duplicates, to_records
 from ..core.library.paths import display
 from .viewer import open_externally
 
@@ -66,11 +66,15 @@ class DuplicatesDialog(QDialog):
         self.shown = 0  # the runner request whose groups are on screen
         v = QVBoxLayout(self)
         row = QHBoxLayout()
-        row.addWidget(QLabel("Near-duplicates from similarity"))
+        row.addWidget(QLabel("How alike copies must be"))
         self.slider = QSlider(Qt.Horizontal)
-        self.slider.setRange(80, 100)
+        self.slider.setRange(round(SLIDER_RANGE[0] * 100), round(SLIDER_RANGE[1] * 100))
         self.slider.setValue(round(NEAR_DEFAULT * 100))
-        self.slider.setToolTip("Lower finds more (and riskier) near-duplicates; exact copies are always found")
+        self.slider.setToolTip("How alike two photos' pixels must be to count as the same photo, once turned and scaled "
+                               "onto each other.\nRight: only copies that look identical (re-saved, resized, turned). "
+                               "Left: also heavier edits (strong compression, brightness or contrast changed),\n"
+                               "and more risk of grouping two different shots of the same scene. Identical files are "
+                               "always found.")
         self.value = QLabel()
         self.crops = QCheckBox("Include crops")
         self.crops.setChecked(True)
@@ -86,7 +90,8 @@ class DuplicatesDialog(QDialog):
         self.tree.setColumnWidth(0, 330)  # room for the reason at the dialog's size (the full text is in a tooltip)
         self.tree.setColumnWidth(1, 90)
         self.tree.setColumnWidth(2, 160)
-        self.tree.setToolTip("The first photo of each group is the one to keep (most pixels, largest file, sharpest, oldest)")
+        self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
+                             "most pixels, the camera's file, the original format, the oldest file, the largest file")
         v.addWidget(self.tree, 1)
         buttons = QHBoxLayout()
         self.reveal_btn = QPushButton("Show in folder")
@@ -119,10 +124,10 @@ class DuplicatesDialog(QDialog):
 
     @property
     def threshold(self) -> float:
-        return self.slider.value() / 100 if self.slider.value() < 100 else 1.0 + 1e-6
+        return self.slider.value() / 100
 
     def _on_slider(self, v: int, search: bool = True) -> None:
-        self.value.setText(f"{v / 100:.2f}" if v < 100 else "1.00 (exact and turned copies only)")
+        self.value.setText(f"{v / 100:.2f}")
         if search:
             self._debounce.start()
 
@@ -141,11 +146,12 @@ class DuplicatesDialog(QDialog):
         photos = sum(len(g.members) for g in groups)
         extra = sum(len(g.members) - 1 for g in groups)
         self.summary.setText(f"{len(groups)} groups, {photos} photos: {extra} could go if you kept the first of each "
-                             f"(at similarity {self.threshold:.2f}). Nothing is deleted here.")
+                             f"(pixels at least {self.threshold:.2f} alike). Nothing is deleted here.")
         self.tree.clear()
         self._items.clear()
-        kinds = {"exact": "identical files", "near": "near-duplicates", "dihedral": "rotated or mirrored copies",
-                 "crop": "crops"}
+        kinds = {"exact": "identical files", "format": "the same photo in other formats", "reencoded": "re-encoded copies",
+                 "resized": "resized copies", "turned": "turned or mirrored copies", "edited": "edited copies",
+                 "bordered": "copies with a border", "crop": "crops", "similar": "copies"}
         for k, g in enumerate(groups, 1):
             top = QTreeWidgetItem([f"Group {k}: {kinds[g.kind]} ({len(g.members)} photos)", "", "", ""])
             self.tree.addTopLevelItem(top)

@@ -444,13 +444,14 @@ class Catalog:
                     srow = s.get(Image, rec.reuse_of)
                     raw, grid, gh, gw = src.raw, src.grid, src.grid_h, src.grid_w
                     row.width, row.height, row.taken, row.sharpness = srow.width, srow.height, srow.taken, srow.sharpness
-                    row.phash, row.thumb = srow.phash, srow.thumb
+                    row.phash, row.thumb, row.border, row.camera = srow.phash, srow.thumb, srow.border, srow.camera
                     out.reused += 1
                 else:
                     raw = np.asarray(rec.raw, np.float32).tobytes()
                     grid, (gh, gw) = np.asarray(rec.grid, np.float16).tobytes(), rec.grid.shape
                     row.width, row.height = rec.width, rec.height
                     row.taken, row.sharpness, row.phash, row.thumb = rec.taken, rec.sharpness, rec.phash, rec.thumb
+                    row.border, row.camera = rec.border, rec.camera
                 dsc = s.get(Descriptor, (row.id, space_id))
                 if dsc is None:
                     s.add(Descriptor(image_id=row.id, space_id=space_id, raw=raw, grid=grid, grid_h=gh, grid_w=gw, gen=gen))
@@ -584,16 +585,16 @@ class Catalog:
 
     # ---- reads for searches and the views ---------------------------------------------------------------
     def image_rows(self, ids) -> dict[int, dict]:
-        """id -> {path, width, height, folder_id, digest, taken, size, status, sharpness, phash}."""
+        """id -> {path, width, height, folder_id, digest, taken, size, status, sharpness, thumb}."""
         out = {}
         with self._read() as s:
             for chunk in _chunks([int(i) for i in ids], CHUNK):
                 for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.folder_id, Image.digest,
-                                          Image.taken, Image.size, Image.status, Image.sharpness, Image.phash)
+                                          Image.taken, Image.size, Image.status, Image.sharpness, Image.thumb)
                                    .where(Image.id.in_(chunk))):
                     out[r[0]] = {"path": paths.from_db(r[1]), "width": r[2], "height": r[3], "folder_id": r[4],
                                  "digest": r[5], "taken": r[6], "size": r[7], "status": r[8], "sharpness": r[9],
-                                 "phash": r[10]}
+                                 "thumb": r[10]}
         return out
 
     def library_row(self, path: str, space_id: int) -> tuple | None:
@@ -650,12 +651,13 @@ class Catalog:
             return [paths.from_db(p) for p in s.scalars(select(Image.path).where(Image.status == "missing").order_by(Image.path))]
 
     def duplicate_rows(self) -> dict[int, tuple]:
-        """id -> (id, path, width, height, size, taken, sharpness, digest, phash, thumb) of every
-        searchable photo (paths as stored)."""
+        """id -> (id, path, width, height, size, taken, sharpness, digest, phash, thumb, border,
+        camera, mtime_ns) of every searchable photo (paths as stored)."""
         with self._read() as s:
             return {r[0]: tuple(r) for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.size,
                                                              Image.taken, Image.sharpness, Image.digest, Image.phash,
-                                                             Image.thumb).where(Image.status == "indexed"))}
+                                                             Image.thumb, Image.border, Image.camera, Image.mtime_ns)
+                                                      .where(Image.status == "indexed"))}
 
     def stats(self, space_id: int | None, folders: Iterable[FolderInfo]) -> dict:
         """Counts per folder and in total: images, indexed (in `space_id`), failed, missing."""

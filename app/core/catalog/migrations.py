@@ -46,7 +46,14 @@ def _v3(conn: Connection) -> None:
     conn.execute(update(Space).where(Space.id.in_(used)).values(ready=1, ready_at=func.coalesce(Space.ready_at, 0.0)))
 
 
-STEPS = {1: _v1, 2: _v2, 3: _v3}
+def _v4(conn: Connection) -> None:
+    """Signatures of the photo's content (borders left out, an orientation-free hash) and the
+    camera: rows indexed before keep their old signatures, marked by border -1."""
+    add_column(conn, "images", "border", Float(), -1.0)
+    add_column(conn, "images", "camera", String(), "")
+
+
+STEPS = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 
 
 def migrate(engine: Engine, version: int) -> None:

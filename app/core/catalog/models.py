@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # A primary key that is SQLite's rowid (INTEGER PRIMARY KEY) there and BIGINT elsewhere.
 ID = BigInteger().with_variant(Integer, "sqlite")
@@ -71,8 +71,12 @@ class Image(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     taken: Mapped[float] = mapped_column(Float, default=0.0)
     sharpness: Mapped[float] = mapped_column(Float, default=0.0)
-    phash: Mapped[int] = mapped_column(BigInteger, default=0)  # signature.dihedral_phash (0: none)
+    phash: Mapped[int] = mapped_column(BigInteger, default=0)  # signature.phash (0: none)
     thumb: Mapped[bytes] = mapped_column(LargeBinary, default=b"")  # signature.thumb
+    # signature.trim_border's share of the area; -1: phash and thumb are from before schema 5
+    # (an older hash, the border kept), so the duplicate finder does not compare their hashes
+    border: Mapped[float] = mapped_column(Float, default=-1.0)
+    camera: Mapped[str] = mapped_column(String, default="")  # EXIF make and model ("" when none)
 
 
 class Space(Base):

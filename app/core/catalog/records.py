@@ -93,6 +93,8 @@ class Record:
     thumb: bytes = b""
     raw: np.ndarray | None = field(default=None, repr=False)
     grid: np.ndarray | None = field(default=None, repr=False)
+    border: float = -1.0  # share of the area that is a uniform border (signature.trim_border)
+    camera: str = ""  # EXIF make and model
 
 
 @dataclass

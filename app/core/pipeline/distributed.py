@@ -31,7 +31,7 @@ from .produce import ModelSpec, produce
 from .scan import FileInfo
 
 FIELDS_INT = ("folder_id", "size", "mtime_ns", "reuse_of", "width", "height", "phash", "grid_h", "grid_w", "retry")
-FIELDS_FLOAT = ("taken", "sharpness")
+FIELDS_FLOAT = ("taken", "sharpness", "border")
 
 
 def parse_path_map(items) -> list[tuple[str, str]]:
@@ -70,7 +70,7 @@ class RecordMaker:
         self.ex = spec.extractor(Path(models_dir) if models_dir else default_models_dir(), log=lambda m: None)
 
     def __call__(self, batch: dict) -> dict:
-        cols: dict[str, list] = {k: [] for k in ("path", "digest", "error", "thumb", "raw", "grid", *FIELDS_INT, *FIELDS_FLOAT)}
+        cols: dict[str, list] = {k: [] for k in ("path", "digest", "error", "thumb", "camera", "raw", "grid", *FIELDS_INT, *FIELDS_FLOAT)}
         for raw_path, fid, size, mtime in zip(batch["path"], batch["folder_id"], batch["size"], batch["mtime_ns"]):
             here = os.fsdecode(bytes(raw_path))
             info = FileInfo(map_path(here, self.path_map), int(size), int(mtime), int(fid))
@@ -79,15 +79,17 @@ class RecordMaker:
             cols["digest"].append(rec.digest)
             cols["error"].append(rec.error.replace(info.path, here).encode("utf-8", "surrogateescape"))
             cols["thumb"].append(rec.thumb)
+            cols["camera"].append(rec.camera)
             cols["raw"].append(b"" if rec.raw is None else np.asarray(rec.raw, np.float32).tobytes())
             cols["grid"].append(b"" if rec.grid is None else np.asarray(rec.grid, np.float16).tobytes())
             gh, gw = rec.grid.shape if rec.grid is not None else (0, 0)
             for k, v in (("folder_id", rec.folder_id), ("size", rec.size), ("mtime_ns", rec.mtime_ns),
                          ("reuse_of", -1 if rec.reuse_of is None else rec.reuse_of), ("width", rec.width),
                          ("height", rec.height), ("phash", rec.phash), ("grid_h", gh), ("grid_w", gw),
-                         ("retry", int(rec.retry)), ("taken", rec.taken), ("sharpness", rec.sharpness)):
+                         ("retry", int(rec.retry)), ("taken", rec.taken), ("sharpness", rec.sharpness),
+                         ("border", rec.border)):
                 cols[k].append(v)
-        out = {k: np.array(v, dtype=object) for k, v in cols.items() if k in ("path", "digest", "error", "thumb", "raw", "grid")}
+        out = {k: np.array(v, dtype=object) for k, v in cols.items() if k in ("path", "digest", "error", "thumb", "camera", "raw", "grid")}
         out.update({k: np.asarray(cols[k], np.int64) for k in FIELDS_INT})
         out.update({k: np.asarray(cols[k], np.float64) for k in FIELDS_FLOAT})
         return out
@@ -107,7 +109,8 @@ def records_of(batch: dict) -> list[Record]:
                           float(batch["taken"][n]), float(batch["sharpness"][n]), int(batch["phash"][n]),
                           bytes(batch["thumb"][n]),
                           np.frombuffer(raw, np.float32).copy() if raw else None,
-                          np.frombuffer(grid, np.float16).reshape(gh, gw).copy() if grid else None))
+                          np.frombuffer(grid, np.float16).reshape(gh, gw).copy() if grid else None,
+                          float(batch["border"][n]), str(batch["camera"][n])))
     return out
 
 

@@ -24,7 +24,7 @@ from ..describe import HewParams, describe_features
 from ..errors import ImageError
 from ..features.preprocess import Prepared, prepare
 from ..imageio import MAX_PIXELS, check_content, decode, file_digest, image_size, sharpness
-from ..signature import dihedral_phash, thumb
+from ..signature import phash, thumb, trim_border
 from .scan import FileInfo
 
 HEADER_FIRST = 16 << 20  # files larger than this are checked from their header before being read
@@ -46,6 +46,8 @@ class Decoded:
     sharp: float = 0.0
     phash: int = 0
     thumb: bytes = b""
+    border: float = -1.0
+    camera: str = ""
     reuse_of: int | None = None
     error: str = ""
     retry: bool = False
@@ -71,9 +73,10 @@ def decode_file(info: FileInfo, max_side: int, mean, std, reuse: Mapping[str, in
         check_content(photo.image)  # on the photo itself: a thumbnail averages fine noise into grey
         small = photo.image.copy()
         small.thumbnail((256, 256), PILImage.BILINEAR)  # one small copy for the cheap signatures
+        content, border = trim_border(small)
         prepared = prepare(photo.image, photo.orig_size, max_side, mean, std)
         return Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(small),
-                       dihedral_phash(small), thumb(small))
+                       phash(content), thumb(content), border, photo.camera)
     except ImageError as e:
         return Decoded(info, error=str(e), retry=e.retry)
     except MemoryError:
@@ -109,6 +112,7 @@ def describe_decoded(d: Decoded, features: np.ndarray | None, mu: np.ndarray, pa
     rec.grid = (desc.weights / max(float(desc.weights.max()), 1e-12)).astype(np.float16)
     rec.width, rec.height = d.orig_size
     rec.taken, rec.sharpness, rec.phash, rec.thumb = d.taken, d.sharp, d.phash, d.thumb
+    rec.border, rec.camera = d.border, d.camera
     return rec
 
 

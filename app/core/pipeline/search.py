@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 from .. import policy
 from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map
-from ..duplicates import NEAR_DEFAULT, NEAR_HAMMING
+from ..duplicates import CopyFilter
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
 from ..imageio import check_box, file_digest, image_size
@@ -29,7 +29,6 @@ from ..library import paths
 from ..library.snapshot import Shortlist
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
-from ..signature import hamming
 
 __all__ = ["Filters", "SearchRequest", "SearchResult", "Searcher", "SearchWorker", "Hit", "request_from_settings"]
 
@@ -327,32 +326,21 @@ class Searcher:
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
 
-    @staticmethod
-    def _copy_of_shown(i: int, phash: int | None, shown: list[tuple[int, int]], vec_of: dict) -> bool:
-        """Whether photo `i` is a copy of a hit already shown, by the duplicate finder's rule for
-        a re-encoded, resized, rotated or mirrored copy: close perceptual hashes and descriptors."""
-        v = vec_of.get(i)
-        if not phash or v is None:
-            return False
-        return any(h and j in vec_of and hamming(phash, h) <= NEAR_HAMMING and float(v @ vec_of[j]) >= NEAR_DEFAULT
-                   for j, h in shown)
-
     def _hits(self, ids, scores, q, snap, req: SearchRequest, pinned: set, vec_of: dict) -> list[Hit]:
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
         grids = self.svc.heat_grids(ids[: req.top + 50], snap.space)  # the GUI paints them without a query
         seen_digest: set[str] = set()
-        shown: list[tuple[int, int]] = []  # (id, perceptual hash) of the hits kept so far
+        copies = CopyFilter()  # the hits kept so far
         hits = []
         for i, sc in zip(ids, scores):
             r = rows.get(i)
             if r is None or r["status"] != "indexed":  # forgotten or missing since the snapshot
                 continue
             if req.hide_duplicates:
-                if (r["digest"] and r["digest"] in seen_digest) or self._copy_of_shown(i, r["phash"], shown, vec_of):
+                if (r["digest"] and r["digest"] in seen_digest) or copies.is_copy(r["thumb"]):
                     continue
                 seen_digest.add(r["digest"])
-                shown.append((i, r["phash"]))
             state = snap.folder_state(r["folder_id"])
             if state == "ok" and not os.path.exists(r["path"]):
                 state = "missing"
