@@ -92,11 +92,11 @@ def variants(h: np.ndarray) -> np.ndarray:
 
 
 def orient(t: np.ndarray, k: int) -> np.ndarray:
-    """A (h, w) thumbnail turned by ORIENTATIONS[k]."""
+    """A (..., h, w) thumbnail, or a stack of them, turned by ORIENTATIONS[k]."""
     transpose, flip_rows, flip_cols = ORIENTATIONS[k]
-    t = t.T if transpose else t
-    t = t[::-1] if flip_rows else t
-    return t[:, ::-1] if flip_cols else t
+    t = np.swapaxes(t, -1, -2) if transpose else t
+    t = t[..., ::-1, :] if flip_rows else t
+    return t[..., ::-1] if flip_cols else t
 
 
 def hamming(a, b) -> np.ndarray:
@@ -215,8 +215,7 @@ def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192) -> tuple[np.
         for k, (transpose, _, _) in enumerate(ORIENTATIONS):
             fits = np.abs(aspect[pa] - (-aspect[pb] if transpose else aspect[pb])) <= ASPECT_TOL
             if fits.any():
-                turned = np.stack([orient(g, k) for g in gb[fits]])
-                ncc[s: s + chunk][fits, k] = np.einsum("pij,pij->p", ga[fits], turned)
+                ncc[s: s + chunk][fits, k] = np.einsum("pij,pij->p", ga[fits], orient(gb[fits], k))
     if not len(a):
         return ncc, np.zeros((0, 2), np.float32)
     change = np.stack([mean[ib] - mean[ia], spread[ib] / np.maximum(spread[ia], 1e-6)], 1).astype(np.float32)
