@@ -438,7 +438,7 @@ def cmd_duplicates(a) -> int:
                 print(f"group {n} ({g.kind}, {len(g.members)} photos)")
                 for m in g.members:
                     mark = "keep" if not m.relation else m.relation
-                    print(f"  {mark:8s} {m.width}x{m.height}  {display(m.path)}")
+                    print(f"  {mark:9s} {m.width}x{m.height}  {display(m.path)}  ({m.reason})")
             if not groups:
                 print("no duplicates found")
     finally:
