@@ -16,7 +16,6 @@ every pair inside the groups; "the original kept" counts groups whose first memb
 from __future__ import annotations
 
 import argparse
-import io
 import random
 import shutil
 import sys

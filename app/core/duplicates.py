@@ -189,7 +189,6 @@ def hash_pairs(hashes: np.ndarray, max_bits: int = HASH_BITS, max_bucket: int = 
     """(m, 2) row indices i < j whose hashes differ by at most `max_bits` in the best of the 8
     orientations. Found through 16-bit chunks (a pair within 3 bits shares a chunk exactly;
     most pairs within `max_bits` do); rows with hash 0 (no signature) take no part."""
-    n = len(hashes)
     has = np.flatnonzero(hashes != 0)
     if len(has) < 2:
         return np.zeros((0, 2), np.int64)
@@ -307,9 +306,8 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
         cos = np.concatenate([cos, np.einsum("ij,ij->i", vecs[extra[:, 0]], vecs[extra[:, 1]])])
         knn = np.concatenate([knn, extra])
     pairs = ids[knn] if len(knn) else np.zeros((0, 2), np.int64)
-    ok = np.array([int(a) in rows and int(b) in rows and bool(rows[int(a)][9]) and bool(rows[int(b)][9])
-                   for a, b in pairs.tolist()], bool)
-    pairs, cos = pairs[ok] if len(pairs) else pairs, cos[ok] if len(pairs) else cos
+    ok = np.array([a in rows and b in rows and bool(rows[a][9]) and bool(rows[b][9]) for a, b in pairs.tolist()], bool)
+    pairs, cos = pairs[ok], cos[ok]
     ncc, change = frame_scores([rows[int(a)][9] for a, _ in pairs.tolist()], [rows[int(b)][9] for _, b in pairs.tolist()])
     cache["candidates"] = (pairs, cos, ncc, change)
     return cache["candidates"]
