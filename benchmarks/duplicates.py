@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.core.aggregate.descriptor import l2n  # noqa: E402
 from app.core.duplicates import NEAR_DEFAULT, group_duplicates  # noqa: E402
+from app.core.signature import THUMB  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 EDITS = ("jpeg", "resize", "rotate", "mirror", "crop", "crop+resize", "bright", "border", "exif", "png", "copy")
@@ -49,11 +50,12 @@ def speed(n: int, d: int = 512, cameras: int = 1) -> None:
     # one camera (12 MP) or two (and 8 MP), every 20th photo a smaller export: crop checks happen
     # between photos of different sizes (with two cameras, about half of all similar pairs)
     sizes = [(4000, 3000), (3264, 2448)][:cameras]
-    thumbs = rng.integers(0, 256, (n, 36, 48), dtype=np.uint8)
+    th, tw = THUMB * 3 // 4, THUMB  # 4:3 photos' thumbnails
+    thumbs = rng.integers(0, 256, (n, th, tw), dtype=np.uint8)
     rows = {}
     for k, (i, h) in enumerate(zip(ids.tolist(), hashes.tolist())):
         w, hh = (2600, 1950) if k % 20 == 0 else sizes[k % len(sizes)]
-        rows[i] = (i, f"/p/{i}.jpg", w, hh, 3_000_000, 0.0, 1.0, f"{i:040x}", h, bytes([36, 48]) + thumbs[k].tobytes(),
+        rows[i] = (i, f"/p/{i}.jpg", w, hh, 3_000_000, 0.0, 1.0, f"{i:040x}", h, bytes([th, tw]) + thumbs[k].tobytes(),
                    0.0, "", 0)
     t = time.perf_counter()
     groups = group_duplicates(ids, vecs, rows, NEAR_DEFAULT, crops=True, log=print)

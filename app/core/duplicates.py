@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .library import paths
-from .signature import (ASPECT_TOL, ORIENTATION_NAMES, ORIENTATIONS, crop_scores, frame_grid, frame_scores, hamming, orient,
+from .signature import (ASPECT_TOL, ORIENTATION_NAMES, ORIENTATIONS, crop_search, frame_grid, frame_scores, hamming, orient,
                         variants)
 
 NEAR_DEFAULT = 0.92  # pixel correlation; measured on benchmarks/duplicates.py (README, "Duplicates")
@@ -40,6 +40,7 @@ SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers
 CANDIDATE_FLOOR = 0.50  # descriptor cosine of a candidate pair (a crop of half the side: down to ~0.5)
 CROP_MIN_SIDE = 0.5  # a crop keeps at least half of each side of its original
 CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is the whole photo)
+ENLARGED = 1.15  # pixels a crop may have over its window's (window sizes are whole thumbnail pixels)
 CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
 HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;
 #               other views of one object or building: mostly 9-22; benchmarks/duplicates.py)
@@ -47,6 +48,10 @@ BORDER_ADDED = 0.01  # area share of a border above the group's least that marks
 EDITED_MEAN = 4.0  # grey levels of mean, and
 EDITED_SPREAD = 0.06  # relative contrast, past which a copy is "edited" rather than "re-encoded"
 K = 10
+# a photo with at most SMALL_AREA of another's pixels (a crop, a crop exported smaller) looks less
+# like it to the CNN: such pairs are candidates among K_SMALL neighbours down to cosine SMALL_FLOOR
+# (crops-then-resized of the benchmark: cosine down to 0.43, 24th neighbour)
+SMALL_AREA, K_SMALL, SMALL_FLOOR = 0.5, 30, 0.40
 REDUCED = 32  # candidates come from a PCA projection: near-duplicates are near in any of them
 EXACT_MAX = 20_000  # photos; above, the candidates come from an HNSW graph over the projection
 
@@ -141,12 +146,13 @@ class _Union:
         self.parent[self.find(a)] = self.find(b)
 
 
-def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int = 2048) -> tuple[np.ndarray, np.ndarray]:
-    """(pairs (m, 2) row indices i < j, cosine (m,)) among each row's k nearest rows with full
+def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int = 2048) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pairs (m, 2) row indices i < j, cosine (m,), rank (m,): j's place among i's neighbours or
+    i's among j's, whichever is nearer, 0 = the nearest) among each row's k nearest rows with full
     cosine >= min_sim. Candidates come from an exact search in a REDUCED-d PCA projection."""
     n, d = vectors.shape
     if n < 2:
-        return np.zeros((0, 2), np.int64), np.zeros(0, np.float32)
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64)
     x = np.ascontiguousarray(vectors, np.float32)
     if d > REDUCED:
         sample = x[np.random.default_rng(0).choice(n, min(n, 5000), replace=False)]
@@ -166,7 +172,9 @@ def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int 
         g.set_num_threads(os.cpu_count() or 1)
         g.add_items(red, np.arange(n))
         g.set_ef(max(40, 2 * kk))
-        nb, _ = g.knn_query(red, k=kk)
+        nb, _ = g.knn_query(red, k=kk)  # nearest first, usually oneself first
+        is_self = nb == np.arange(n)[:, None]
+        place = (np.arange(kk) - (np.cumsum(is_self, axis=1) - is_self)).ravel()  # places counted without oneself
         i, j = np.repeat(np.arange(n), kk), nb.ravel().astype(np.int64)
     else:
         out_i, out_j = [], []
@@ -175,14 +183,21 @@ def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int 
             rows = np.arange(s, min(n, s + block))
             sims[rows - s, rows] = -np.inf  # not oneself
             nb = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+            nb = np.take_along_axis(nb, np.argsort(-np.take_along_axis(sims, nb, 1), axis=1), 1)  # nearest first
             out_i.append(np.repeat(rows, kk))
             out_j.append(nb.ravel())
         i, j = np.concatenate(out_i), np.concatenate(out_j)
-    pairs = np.unique(np.stack([np.minimum(i, j), np.maximum(i, j)], 1), axis=0)
-    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+        place = np.tile(np.arange(kk), n)  # oneself is never listed
+    both = np.stack([np.minimum(i, j), np.maximum(i, j)], 1)
+    order = np.lexsort((place, both[:, 1], both[:, 0]))  # per pair, its nearest place first
+    both, place = both[order], place[order]
+    first = np.r_[True, (both[1:] != both[:-1]).any(axis=1)]
+    pairs, rank = both[first], place[first]
+    other = pairs[:, 0] != pairs[:, 1]
+    pairs, rank = pairs[other], rank[other]
     cos = np.einsum("ij,ij->i", x[pairs[:, 0]], x[pairs[:, 1]])
     keep = cos >= min_sim
-    return pairs[keep], cos[keep]
+    return pairs[keep], cos[keep], rank[keep]
 
 
 def hash_pairs(hashes: np.ndarray, max_bits: int = HASH_BITS, max_bucket: int = 200) -> np.ndarray:
@@ -232,16 +247,11 @@ def _content_area(row) -> float:
     return row[2] * row[3] * (1.0 - border)
 
 
-def window_scales(big_row, small_row) -> list[tuple[float, float]]:
-    """Window sizes ((height, width) as fractions of the big photo's content) at which the small
-    photo's content may be a crop of the big one's: the small one's own aspect ratio, each side
-    at least CROP_MIN_SIDE and the area at most CROP_MAX_AREA. With the pixel sizes, a crop that
-    was not resized fits one size exactly; a crop resized afterwards any: one window per pixel of
-    width in the big photo's thumbnail. [] when the small one cannot be a crop."""
-    big, small = big_row[9], small_row[9]
-    if not big or not small:
-        return []
-    H, W, h, w = big[0], big[1], small[0], small[1]
+def window_scales(H: int, W: int, h: int, w: int) -> list[tuple[float, float]]:
+    """Window sizes ((height, width) as fractions of an H x W big thumbnail) at which an h x w
+    small thumbnail may be a crop of it: the small one's own aspect ratio, each side at least
+    CROP_MIN_SIDE and the area at most CROP_MAX_AREA. A crop that was not resized fits one size
+    exactly; a crop resized afterwards any: one window per pixel of width of the big thumbnail."""
     ratio = (w / h) / (W / H)  # the window's width fraction over its height fraction
     out = []
     for ww in range(int(np.ceil(CROP_MIN_SIDE * W)), W + 1):
@@ -253,27 +263,14 @@ def window_scales(big_row, small_row) -> list[tuple[float, float]]:
 
 
 def _scored_windows(rows, pairs: list[tuple[int, int]], known: dict) -> None:
-    """(best window correlation, that window's width fraction) of each (big, small) pair over its
-    window sizes, into `known`."""
-    todo = [(b, s) for b, s in pairs if (b, s) not in known]
+    """(best window correlation, that window's width fraction, the small photo's turn) of each
+    (big, small) pair, into `known`."""
+    todo = [(b, s) for b, s in pairs if (b, s) not in known and rows[b][9] and rows[s][9]]
+    known.update({p: (0.0, 0.0, 0) for p in pairs if p not in known and not (rows[p[0]][9] and rows[p[1]][9])})
     if not todo:
         return
-    bigs, smalls, scales, owner = [], [], [], []
-    for n, (b, s) in enumerate(todo):
-        for sc in window_scales(rows[b], rows[s]):
-            bigs.append(rows[b][9])
-            smalls.append(rows[s][9])
-            scales.append(sc)
-            owner.append(n)
-    best, width = np.zeros(len(todo)), np.zeros(len(todo))
-    if owner:
-        scores, owner = crop_scores(bigs, smalls, scales), np.asarray(owner)
-        order = np.lexsort((scores, owner))  # per owner, its best score last
-        last = np.r_[owner[order][1:] != owner[order][:-1], True]
-        top = order[last]
-        best[owner[top]] = scores[top]
-        width[owner[top]] = np.asarray(scales)[top, 1]
-    known.update(zip(todo, zip(best.tolist(), width.tolist())))
+    best, width, turn = crop_search([rows[b][9] for b, _ in todo], [rows[s][9] for _, s in todo], window_scales)
+    known.update(zip(todo, zip(best.tolist(), width.tolist(), turn.tolist())))
 
 
 def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, log=None, cache: dict | None = None) -> list[Group]:
@@ -297,7 +294,13 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
     pair and its whole-photo pixel scores, independent of the threshold (cached)."""
     if "candidates" in cache:
         return cache["candidates"]
-    knn, cos = knn_pairs(vecs, K, CANDIDATE_FLOOR)
+    knn, cos, rank = knn_pairs(vecs, K_SMALL, SMALL_FLOOR)
+    if len(knn):
+        area = np.array([_content_area(rows[i]) if i in rows else 0.0 for i in ids.tolist()])
+        a, b = area[knn[:, 0]], area[knn[:, 1]]
+        near = (rank <= K) & (cos >= CANDIDATE_FLOOR)
+        small = np.minimum(a, b) <= SMALL_AREA * np.maximum(a, b)
+        knn, cos = knn[near | small], cos[near | small]
     hashes = np.array([rows[i][8] if i in rows and rows[i][10] >= 0 else 0 for i in ids.tolist()], np.int64)
     hp = hash_pairs(hashes)
     seen = {(int(a), int(b)) for a, b in knn.tolist()}
@@ -345,11 +348,21 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
                 windows.append((big, small))  # a crop, resized or not, has fewer pixels: same-size photos cost nothing
     known = cache.setdefault("window scores", {})  # (big, small) -> best window correlation
     _scored_windows(rows, windows, known)
+    # a crop is never enlarged: a window is refused when the small photo, or a copy of it already
+    # grouped, has more pixels than the window it would be cut from (a photo zoomed in from the
+    # same place looks like a crop of a wider one, and its full-size copies give it away)
+    most: dict[int, float] = {}
+    for i in list(u.parent):
+        most[u.find(i)] = max(most.get(u.find(i), 0.0), _content_area(rows[i]))
     crop_of: dict[int, int] = {}
     for big, small in windows:
-        if known[(big, small)][0] >= max(threshold, CROP_NCC):
-            u.join(big, small)
-            crop_of[small] = big
+        score, fw, turn = known[(big, small)]
+        if score >= max(threshold, CROP_NCC):
+            w, h = rows[small][2:4] if not ORIENTATIONS[turn][0] else rows[small][3:1:-1]
+            window = (fw * rows[big][2]) ** 2 * (h / w) * (1.0 - max(rows[big][10], 0.0))
+            if max(most.get(u.find(small), 0.0), _content_area(rows[small])) <= ENLARGED * window:
+                u.join(big, small)
+                crop_of[small] = big
     groups = _groups(u, rows, crop_of, threshold, known)
     if log:
         log(f"{len(groups)} duplicate groups among {len(ids)} photos in {time.perf_counter() - t0:.1f} s "
@@ -375,11 +388,16 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
         key = (keep.image_id, m.image_id)
         if key not in known:
             _scored_windows({keep.image_id: keep_row, m.image_id: m_row}, [key], known)
-        win, fw = known[key]
+        win, fw, turn = known[key]
         if win >= max(threshold, CROP_NCC):
             window_px = fw * keep.width * np.sqrt(1 - keep.border)  # the window's width in the keep's pixels
-            resized = m.width * np.sqrt(1 - m.border) < 0.9 * window_px
-            return "crop", RELATIONS["crop"] + (f", resized to {100 * m.width / window_px:.0f} %" if resized else ""), win
+            across = (m.height if ORIENTATIONS[turn][0] else m.width) * np.sqrt(1 - m.border)  # the crop's side along it
+            words = [RELATIONS["crop"]]
+            if turn:  # `turn` turns the member onto the keep: the member is the crop turned the other way
+                words.append(ORIENTATION_NAMES[{5: 6, 6: 5}.get(turn, turn)])
+            if across < 0.9 * window_px:
+                words.append(f"resized to {100 * across / window_px:.0f} %")
+            return "crop", ", ".join(words), win
         return "similar", RELATIONS["similar"], max(sim, win)
     words = []
     if k:  # k turns the member back onto the keep: the member is the keep turned the other way

@@ -11,8 +11,8 @@ signatures as its original, and `border` records how much was left out.
   no orientation has to be chosen when indexing (the smallest-of-8 choice of schema 4 flipped on
   light edits).
 - `thumb`: a tiny grey thumbnail of the content (longer side THUMB px, aspect kept), for the pixel
-  comparisons of `similarity` (whole photos, in any of the 8 orientations) and `crop_scores`
-  (a photo inside a window of another, at its own or any other scale).
+  comparisons of `similarity` (whole photos, in any of the 8 orientations) and `crop_search`
+  (a photo inside a window of another, at its own or any other scale, upright or turned).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 from scipy.fft import dctn
 
-THUMB = 48
+THUMB = 64
 BORDER_TOL = 10  # grey levels: a border line's pixels are within this of the border's colour
 BORDER_FILL = 0.98  # ... for at least this share of the line (JPEG ringing, a signature in a corner)
 
@@ -127,56 +127,114 @@ def _resize_matrix(n: int, m: int) -> np.ndarray:
     return np.asarray(eye.resize((m, n), Image.BILINEAR), dtype=np.float64).T
 
 
-def crop_scores(bigs: list[bytes], smalls: list[bytes], scales: list[tuple[float, float]], chunk: int = 2048) -> np.ndarray:
-    """How well each `smalls[i]` matches a window of `bigs[i]` (`thumb` bytes) whose size is
-    `scales[i]` = (height, width) of the small photo over the big one's, in pixels: a crop keeps
-    its original's pixels, so its window in the big thumbnail is that fraction of it. (P,)
-    float64: the best normalised cross-correlation over the window's positions; 1.0 = a perfect
-    crop, unrelated photos near 0, 0 where the window is under 8 px.
+CROP_TURNS = (0, 3, 5, 6)  # a crop may also be turned (rotated in an editor, or cut from pixels stored sideways); not mirrored
 
-    Batched: pairs with the same thumbnail and window shapes (a library has few) are scored
-    together, the correlation through FFTs and the windows' means and norms from integral images
-    (0.1-0.25 ms a pair on 2 cores)."""
-    from scipy.fft import irfft2, rfft2
 
-    out = np.zeros(len(bigs))
-    groups: dict[tuple, list[int]] = {}
-    for k, (a, b, (fh, fw)) in enumerate(zip(bigs, smalls, scales)):
-        H, W = a[0], a[1]
-        wh, ww = round(H * fh), round(W * fw)
-        if 8 <= wh <= H and 8 <= ww <= W:
-            groups.setdefault((H, W, b[0], b[1], wh, ww), []).append(k)
-    for (H, W, h, w, wh, ww), members in groups.items():
-        ry, rx = _resize_matrix(h, wh), _resize_matrix(w, ww)
-        for c in range(0, len(members), chunk):
-            idx = members[c: c + chunk]
-            # a big photo is in several pairs: its transform and window norms are computed once
-            first: dict[bytes, int] = {}
-            which = np.array([first.setdefault(bigs[k], len(first)) for k in idx])
-            A = np.stack([thumb_array(b) for b in first]).astype(np.float64)  # (U, H, W)
-            B = np.stack([thumb_array(smalls[k]) for k in idx]).astype(np.float64)  # (P, h, w)
-            T = ry @ B @ rx.T  # (P, wh, ww) templates
-            T -= T.mean(axis=(1, 2), keepdims=True)
-            tn = np.sqrt((T * T).sum(axis=(1, 2)))
-            # sum(window * T) at every position: circular correlation, valid where it does not wrap
-            spec = rfft2(A, workers=-1)[which] * np.conj(rfft2(T, s=(H, W), workers=-1))
-            num = irfft2(spec, s=(H, W), workers=-1)[:, : H - wh + 1, : W - ww + 1]
-            s1 = np.zeros((len(A), H + 1, W + 1))
-            s2 = np.zeros_like(s1)
-            s1[:, 1:, 1:] = A.cumsum(1).cumsum(2)
-            s2[:, 1:, 1:] = (A * A).cumsum(1).cumsum(2)
+class _Windows:
+    """The pairs of one chunk whose big and (turned) small thumbnails have the same shapes: their
+    big thumbnails' FFTs and integral images, computed once for every window size tried."""
+
+    def __init__(self, bigs: list[bytes], smalls: list[np.ndarray], sizes: list[tuple[int, int]]):
+        from scipy.fft import rfft2
+
+        first: dict[bytes, int] = {}
+        self.which = np.array([first.setdefault(b, len(first)) for b in bigs])  # a big photo is in several pairs
+        A = np.stack([thumb_array(b) for b in first])  # (U, H, W)
+        self.H, self.W = A.shape[1:]
+        self.spec = rfft2(A, workers=-1)
+        A = A.astype(np.float64)
+        self.s1 = np.zeros((len(A), self.H + 1, self.W + 1))
+        self.s2 = np.zeros_like(self.s1)
+        self.s1[:, 1:, 1:] = A.cumsum(1).cumsum(2)
+        self.s2[:, 1:, 1:] = (A * A).cumsum(1).cumsum(2)
+        self.B = np.stack(smalls)  # (P, h, w) float32
+        self.sizes = sizes
+        self.norms: dict[int, np.ndarray] = {}
+
+    def _norm(self, k: int) -> np.ndarray:
+        """(U, ny, nx): each big thumbnail's windows of size k, their norms around their means."""
+        if k not in self.norms:
+            wh, ww = self.sizes[k]
 
             def window(s):
                 return s[:, wh:, ww:] - s[:, :-wh, ww:] - s[:, wh:, :-ww] + s[:, :-wh, :-ww]
 
-            w1, w2 = window(s1), window(s2)
-            norm = np.sqrt(np.maximum(w2 - w1 * w1 / (wh * ww), 0.0))[which]  # (P, ny, nx) windows' norms
-            den = norm * tn[:, None, None]
-            flat = 0.5 * np.sqrt(wh * ww)  # a window or template under half a grey level of spread
-            ok = (norm > flat) & (tn[:, None, None] > flat)
-            ncc = np.where(ok, num / np.maximum(den, 1e-6), 0.0)
-            out[idx] = np.maximum(ncc.reshape(len(idx), -1).max(axis=1), 0.0)
-    return out
+            w1, w2 = window(self.s1), window(self.s2)
+            self.norms[k] = np.sqrt(np.maximum(w2 - w1 * w1 / (wh * ww), 0.0)).astype(np.float32)
+        return self.norms[k]
+
+    def score(self, sel: np.ndarray, k: int) -> np.ndarray:
+        """(len(sel),) best correlation of pairs `sel` at window size k, over the window's positions."""
+        from scipy.fft import irfft2, rfft2
+
+        H, W, (wh, ww) = self.H, self.W, self.sizes[k]
+        h, w = self.B.shape[1:]
+        T = (_resize_matrix(h, wh).astype(np.float32) @ self.B[sel] @ _resize_matrix(w, ww).T.astype(np.float32))
+        T -= T.mean(axis=(1, 2), keepdims=True)
+        tn = np.sqrt((T * T).sum(axis=(1, 2)))
+        # sum(window * T) at every position: circular correlation, valid where it does not wrap
+        num = irfft2(self.spec[self.which[sel]] * np.conj(rfft2(T, s=(H, W), workers=-1)), s=(H, W),
+                     workers=-1)[:, : H - wh + 1, : W - ww + 1]
+        norm = self._norm(k)[self.which[sel]]
+        flat = 0.5 * np.sqrt(wh * ww)  # a window or template under half a grey level of spread
+        ncc = np.where((norm > flat) & (tn[:, None, None] > flat), num / np.maximum(norm * tn[:, None, None], 1e-6), 0.0)
+        return np.maximum(ncc.reshape(len(sel), -1).max(axis=1), 0.0)
+
+
+def crop_search(bigs: list[bytes], smalls: list[bytes], scales, turns=CROP_TURNS, stride: int = 3,
+                chunk: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How well each `smalls[i]`, turned by one of `turns`, matches a window of `bigs[i]` (`thumb`
+    bytes): a crop keeps its original's pixels, so it is a window of the big thumbnail, at the
+    crop's own scale or, when it was resized afterwards, another. `scales(H, W, h, w)` lists the
+    window sizes to try, as (height, width) fractions of an H x W big thumbnail, for an h x w
+    small one. The sizes are searched coarse to fine: every `stride`-th in every turn, then the
+    neighbours of the best (the correlation falls off smoothly around the right size).
+
+    Returns (best (P,) float64: normalised cross-correlation, 1.0 = a perfect crop, unrelated
+    photos near 0, 0 where no window of 8 px or more fits; width (P,) float64: that window's width
+    fraction; turn (P,) int: the ORIENTATIONS index that turns the small photo onto the big one).
+    Batched: pairs with the same shapes share FFTs (a library has few shapes)."""
+    P = len(bigs)
+    best, width, turn = np.zeros(P), np.zeros(P), np.zeros(P, np.int64)
+    for c in range(0, P, chunk):
+        groups: dict[tuple, list[tuple[int, int]]] = {}
+        turned: dict[tuple[int, int], np.ndarray] = {}
+        for i in range(c, min(P, c + chunk)):
+            small = thumb_array(smalls[i])
+            for t in turns:
+                turned[i, t] = orient(small, t)
+                groups.setdefault((bigs[i][0], bigs[i][1], *turned[i, t].shape), []).append((i, t))
+        found: dict[int, tuple[float, tuple, int, int]] = {}  # pair -> (score, group, entry, size index)
+        prepared = {}
+        for key, entries in groups.items():
+            H, W, h, w = key
+            sizes = [(round(H * fh), round(W * fw)) for fh, fw in scales(H, W, h, w)]
+            sizes = [s for s in sizes if 8 <= s[0] <= H and 8 <= s[1] <= W]
+            if not sizes:
+                continue
+            win = prepared[key] = _Windows([bigs[i] for i, _ in entries], [turned[e] for e in entries], sizes)
+            coarse = sorted(set(range(0, len(sizes), stride)) | {len(sizes) - 1})
+            scores = np.stack([win.score(np.arange(len(entries)), k) for k in coarse], 1)
+            top = scores.argmax(1)
+            for e, ((i, _), s, k) in enumerate(zip(entries, scores[np.arange(len(entries)), top].tolist(), top.tolist())):
+                if i not in found or s > found[i][0]:
+                    found[i] = (s, key, e, coarse[k])
+        refine: dict[tuple, list[tuple[int, int, int]]] = {}
+        for i, (s, key, e, k) in found.items():
+            refine.setdefault(key, []).append((i, e, k))
+        for key, items in refine.items():
+            win = prepared[key]
+            for k in range(len(win.sizes)):  # the sizes next to each pair's best
+                near = [(i, e) for i, e, kb in items if 0 < abs(k - kb) < stride]
+                if near:
+                    s = win.score(np.array([e for _, e in near]), k)
+                    for (i, _), v in zip(near, s.tolist()):
+                        if v > found[i][0]:
+                            found[i] = (v, key, found[i][2], k)
+        for i, (s, key, e, k) in found.items():
+            win = prepared[key]
+            best[i], width[i], turn[i] = s, win.sizes[k][1] / win.W, groups[key][e][1]
+    return best, width, turn
 
 
 FRAME = 32  # whole photos are compared on FRAME x FRAME grey versions of their thumbnails

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance, ImageOps
 
-from app.core.duplicates import _scored_windows, find_duplicates, knn_pairs, to_records, window_scales
-from app.core.signature import crop_scores, frame_scores, hamming, phash, thumb, trim_border, variants
+from app.core.duplicates import Member, _scored_windows, find_duplicates, knn_pairs, relation, to_records, window_scales
+from app.core.signature import crop_search, frame_scores, hamming, phash, thumb, trim_border, variants
 from tests.conftest import shared_photos, write_photo
 from tests.core.helpers import index, open_lib
 
@@ -31,7 +31,8 @@ def edits(src: Image.Image) -> dict[str, Image.Image]:
             "bright": ImageEnhance.Contrast(ImageEnhance.Brightness(src).enhance(1.15)).enhance(0.85),
             "border": ImageOps.expand(src, 30, fill="white"),
             "crop": crop,
-            "cropsmall": crop.resize((crop.width * 6 // 10, crop.height * 6 // 10), Image.LANCZOS)}
+            "cropsmall": crop.resize((crop.width * 6 // 10, crop.height * 6 // 10), Image.LANCZOS),
+            "cropturned": crop.transpose(Image.Transpose.ROTATE_270).resize((crop.height * 7 // 10, crop.width * 7 // 10))}
 
 
 def signature(img: Image.Image) -> tuple[int, bytes, float]:
@@ -59,12 +60,18 @@ def test_signatures_see_through_turns_borders_and_recompression():
     assert frame_scores([t], [to])[0].max() < 0.85
     # a crop, also when resized afterwards: found as a window of the original at some scale
     rows = {n: (n, "", *img.size, 0, 0, 0, "", 0, signature(img)[1], 0.0, "", 0)
-            for n, img in ((1, src), (2, edits(src)["crop"]), (3, edits(src)["cropsmall"]), (4, other))}
+            for n, img in ((1, src), (2, edits(src)["crop"]), (3, edits(src)["cropsmall"]), (4, other),
+                           (5, edits(src)["cropturned"]))}
     known = {}
-    _scored_windows(rows, [(1, 2), (1, 3), (1, 4)], known)
+    _scored_windows(rows, [(1, 2), (1, 3), (1, 4), (1, 5)], known)
     assert known[(1, 2)][0] > 0.94 and known[(1, 3)][0] > 0.94 and known[(1, 4)][0] < 0.9
-    assert crop_scores([t], [thumb(src.crop((10, 10, 60, 40)))], [(30 / 480, 50 / 640)])[0] == 0.0  # too small
-    assert window_scales(rows[1], rows[1])[-1][1] < 1.0  # never the whole photo: that is a copy, not a crop
+    # a crop turned as well (cut from pixels stored sideways, or rotated in an editor): found, and told so
+    assert known[(1, 5)][0] > 0.94 and known[(1, 5)][2] != 0
+    keep, turned = (Member(n, f"/p/{n}.jpg", rows[n][2], rows[n][3], 1, 0, 0) for n in (1, 5))
+    key, words, _ = relation(keep, rows[1], turned, rows[5], 0.92, known)
+    assert key == "crop" and "rotated 90° right" in words and re.search(r"resized to (69|70|71) %", words), words
+    assert crop_search([t], [thumb(src.crop((10, 10, 60, 40)))], lambda *shapes: [(30 / 480, 50 / 640)])[0][0] == 0.0  # too small
+    assert window_scales(36, 48, 36, 48)[-1][1] < 1.0  # never the whole photo: that is a copy, not a crop
 
 
 def test_a_border_is_two_opposite_bands_not_a_sky():
@@ -75,14 +82,48 @@ def test_a_border_is_two_opposite_bands_not_a_sky():
     assert trim_border(sky)[1] == 0.0
 
 
-def test_neighbour_pairs_are_the_exact_ones():
+@pytest.mark.parametrize("graph", [False, True])
+def test_neighbour_pairs_are_the_exact_ones(monkeypatch, graph):
+    import app.core.duplicates as dup
+
+    if graph:  # the HNSW graph of large libraries, which lists each photo among its own neighbours
+        monkeypatch.setattr(dup, "EXACT_MAX", 1000)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3000, 128)).astype(np.float32)
     x[1500:1600] = x[:100] + 0.05 * rng.normal(size=(100, 128))  # 100 near copies
+    x[2000] = x[2001] + 0.3 * rng.normal(size=128) / np.sqrt(128)  # and one pair a little further apart
+    x[2002] = x[2001] + 0.4 * rng.normal(size=128) / np.sqrt(128)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    pairs, cos = knn_pairs(x, 10, 0.9)
-    assert {tuple(p) for p in pairs.tolist()} == {(i, 1500 + i) for i in range(100)}
-    assert (cos > 0.99).all()
+    pairs, cos, rank = knn_pairs(x, 10, 0.9)
+    assert {tuple(p) for p in pairs.tolist()} == {(i, 1500 + i) for i in range(100)} | {(2000, 2001), (2001, 2002), (2000, 2002)}
+    assert (cos > 0.9).all()
+    place = {tuple(p): r for p, r in zip(pairs.tolist(), rank.tolist())}
+    assert all(place[i, 1500 + i] == 0 for i in range(100))  # each other's nearest
+    assert place[2000, 2001] == 0 and place[2000, 2002] == 1  # 2002's nearest is 2001, 2000 its second
+
+
+def test_a_photo_zoomed_in_from_the_same_place_is_not_a_crop():
+    """A closer shot from the same spot looks like a crop of the wider one, but it has as many
+    pixels as the wider one: a crop is never enlarged, so neither it nor its smaller copy is
+    grouped with the wider photo (found on the benchmark: two photos of one dome)."""
+    from app.core.duplicates import group_duplicates
+
+    wide = Image.open(shared_photos("ukbench", 1)[0]).convert("RGB")
+    w, h = wide.size
+    zoomed = wide.crop((w // 8, h // 8, w - w // 8, h - h // 8)).resize((w, h), Image.LANCZOS)
+    photos = {1: wide, 2: zoomed, 3: zoomed.resize((w // 2, h // 2), Image.LANCZOS)}
+    rows = {}
+    for n, img in photos.items():
+        hsh, t, b = signature(img)
+        rows[n] = (n, f"/p/{n}.jpg", *img.size, 1000 * n, 0.0, 1.0, f"{n:040x}", hsh, t, b, "", 0)
+    rng = np.random.default_rng(0)
+    vecs = 1.0 + 0.1 * rng.normal(size=(3, 16))  # descriptors alike: every pair is a candidate
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    known = {}
+    _scored_windows(rows, [(1, 3)], known)
+    assert known[(1, 3)][0] > 0.95  # the small copy alone fits a window of the wide photo
+    groups = group_duplicates(np.array([1, 2, 3]), vecs, rows)
+    assert [sorted(m.image_id for m in g.members) for g in groups] == [[2, 3]]
 
 
 @pytest.mark.slow
@@ -116,7 +157,7 @@ def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     reasons = {Path(m.path).name: m.reason for m in g.members}
     assert reasons["edit_rot90.jpg"] == "the same photo rotated 90° left"
     assert "resized to 50 %" in reasons["edit_half.jpg"]
-    # a crop's scale comes from its window in a 48 px thumbnail: within a few per cent
+    # a crop's scale comes from its window in a 64 px thumbnail: within a few per cent
     assert 54 <= int(re.search(r"resized to (\d+) %", reasons["edit_cropsmall.jpg"]).group(1)) <= 66
     assert all(0.9 <= m.similarity <= 1.0 for m in g.members[1:])
     rec = to_records(groups)
@@ -191,9 +232,9 @@ def test_moving_the_threshold_reuses_the_neighbours_and_crop_scores(monkeypatch)
         rows[i] = (i, f"/p/{i}.jpg", w, h, 1000 + k, 0.0, 1.0, f"{k:040x}", (src + 1) << 8,
                    bytes([36, 48]) + thumbs[src].tobytes(), 0.0, "", 0)
     calls = {"knn": 0, "crop": 0}
-    real_knn, real_crop = dup.knn_pairs, dup.crop_scores
+    real_knn, real_crop = dup.knn_pairs, dup.crop_search
     monkeypatch.setattr(dup, "knn_pairs", lambda *a, **k: (calls.__setitem__("knn", calls["knn"] + 1), real_knn(*a, **k))[1])
-    monkeypatch.setattr(dup, "crop_scores", lambda *a, **k: (calls.__setitem__("crop", calls["crop"] + 1), real_crop(*a, **k))[1])
+    monkeypatch.setattr(dup, "crop_search", lambda *a, **k: (calls.__setitem__("crop", calls["crop"] + 1), real_crop(*a, **k))[1])
     cache = {}
 
     def key(groups):
