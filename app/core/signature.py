@@ -128,26 +128,28 @@ def _resize_matrix(n: int, m: int) -> np.ndarray:
 
 
 CROP_TURNS = (0, 3, 5, 6)  # a crop may also be turned (rotated in an editor, or cut from pixels stored sideways); not mirrored
+CROP_PRE = 0.80  # half-resolution correlation a pair needs to be searched at full resolution
 
 
 class _Windows:
-    """The pairs of one chunk whose big and (turned) small thumbnails have the same shapes: their
-    big thumbnails' FFTs and integral images, computed once for every window size tried."""
+    """Pairs whose big and (turned) small thumbnails have the same shapes: the big thumbnails'
+    FFTs and integral images, computed once for every window size tried."""
 
-    def __init__(self, bigs: list[bytes], smalls: list[np.ndarray], sizes: list[tuple[int, int]]):
+    def __init__(self, bigs: list[np.ndarray], which: np.ndarray, smalls: list[np.ndarray], sizes: list[tuple[int, int]]):
+        """bigs: (H, W) float32 arrays, each once; which: (P,) each pair's index into them;
+        smalls: (h, w) float32 arrays, one per pair; sizes: window (height, width) in pixels."""
         from scipy.fft import rfft2
 
-        first: dict[bytes, int] = {}
-        self.which = np.array([first.setdefault(b, len(first)) for b in bigs])  # a big photo is in several pairs
-        A = np.stack([thumb_array(b) for b in first])  # (U, H, W)
+        A = np.stack(bigs)  # (U, H, W)
         self.H, self.W = A.shape[1:]
+        self.which = which
         self.spec = rfft2(A, workers=-1)
         A = A.astype(np.float64)
         self.s1 = np.zeros((len(A), self.H + 1, self.W + 1))
         self.s2 = np.zeros_like(self.s1)
         self.s1[:, 1:, 1:] = A.cumsum(1).cumsum(2)
         self.s2[:, 1:, 1:] = (A * A).cumsum(1).cumsum(2)
-        self.B = np.stack(smalls)  # (P, h, w) float32
+        self.B = np.stack(smalls)  # (P, h, w)
         self.sizes = sizes
         self.norms: dict[int, np.ndarray] = {}
 
@@ -169,7 +171,7 @@ class _Windows:
 
         H, W, (wh, ww) = self.H, self.W, self.sizes[k]
         h, w = self.B.shape[1:]
-        T = (_resize_matrix(h, wh).astype(np.float32) @ self.B[sel] @ _resize_matrix(w, ww).T.astype(np.float32))
+        T = _resize_matrix(h, wh).astype(np.float32) @ self.B[sel] @ _resize_matrix(w, ww).T.astype(np.float32)
         T -= T.mean(axis=(1, 2), keepdims=True)
         tn = np.sqrt((T * T).sum(axis=(1, 2)))
         # sum(window * T) at every position: circular correlation, valid where it does not wrap
@@ -181,59 +183,91 @@ class _Windows:
         return np.maximum(ncc.reshape(len(sel), -1).max(axis=1), 0.0)
 
 
-def crop_search(bigs: list[bytes], smalls: list[bytes], scales, turns=CROP_TURNS, stride: int = 3,
-                chunk: int = 1024) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _half(a: np.ndarray) -> np.ndarray:
+    """A thumbnail at half resolution (2x2 means; an odd last row or column dropped)."""
+    h, w = a.shape[0] // 2, a.shape[1] // 2
+    return a[: 2 * h, : 2 * w].reshape(h, 2, w, 2).mean(axis=(1, 3))
+
+
+def _best_windows(entries, bigs: dict, smalls: dict, scales, near: dict | None = None, stride: int = 2) -> dict:
+    """For entries (pair, turn): {pair: (score, turn, width fraction)} of the best window over
+    the turns given for it. bigs: pair -> (key, array); smalls: entry -> array. Without `near`,
+    every `stride`-th size, then the neighbours of the best; with it (pair -> width fraction),
+    the sizes within 1.5 px (at the half resolution) of that width."""
+    groups: dict[tuple, list] = {}
+    for e in entries:
+        big = bigs[e[0]][1]
+        groups.setdefault((*big.shape, *smalls[e].shape), []).append(e)
+    found: dict[int, tuple[float, int, float]] = {}
+    for (H, W, h, w), members in groups.items():
+        sizes = [(round(H * fh), round(W * fw)) for fh, fw in scales(H, W, h, w)]
+        sizes = [s for s in sizes if 8 <= s[0] <= H and 8 <= s[1] <= W]
+        if not sizes:
+            continue
+        first: dict = {}
+        which = np.array([first.setdefault(bigs[i][0], len(first)) for i, _ in members])
+        arrays = {bigs[i][0]: bigs[i][1] for i, _ in members}
+        win = _Windows([arrays[key] for key in first], which, [smalls[e] for e in members], sizes)
+        fws = np.array([ww / W for _, ww in sizes])
+        best = np.full(len(members), -1.0)
+        at = np.zeros(len(members), np.int64)
+
+        def run(k, sel):
+            if len(sel):
+                s = win.score(sel, k)
+                better = s > best[sel]
+                best[sel[better]], at[sel[better]] = s[better], k
+
+        if near is None:
+            coarse = sorted(set(range(0, len(sizes), stride)) | {len(sizes) - 1})
+            for k in coarse:
+                run(k, np.arange(len(members)))
+            for k in range(len(sizes)):
+                if k not in coarse:
+                    run(k, np.flatnonzero(np.abs(at - k) < stride))
+        else:
+            want = np.array([near[i] for i, _ in members])
+            for k in range(len(sizes)):
+                run(k, np.flatnonzero(np.abs(want - fws[k]) <= 2.5 / (W / 2)))
+        for (i, t), s, k in zip(members, best.tolist(), at.tolist()):
+            if s >= 0 and (i not in found or s > found[i][0]):
+                found[i] = (s, t, float(fws[k]))
+    return found
+
+
+def crop_search(bigs: list[bytes], smalls: list[bytes], scales, turns=CROP_TURNS, chunk: int = 1024
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """How well each `smalls[i]`, turned by one of `turns`, matches a window of `bigs[i]` (`thumb`
     bytes): a crop keeps its original's pixels, so it is a window of the big thumbnail, at the
     crop's own scale or, when it was resized afterwards, another. `scales(H, W, h, w)` lists the
     window sizes to try, as (height, width) fractions of an H x W big thumbnail, for an h x w
-    small one. The sizes are searched coarse to fine: every `stride`-th in every turn, then the
-    neighbours of the best (the correlation falls off smoothly around the right size).
+    small one. Searched at half resolution first (every turn, every other size, then the
+    neighbours of the best); pairs reaching CROP_PRE there are searched at full resolution, in
+    their best turn, at the sizes around the best.
 
     Returns (best (P,) float64: normalised cross-correlation, 1.0 = a perfect crop, unrelated
-    photos near 0, 0 where no window of 8 px or more fits; width (P,) float64: that window's width
-    fraction; turn (P,) int: the ORIENTATIONS index that turns the small photo onto the big one).
-    Batched: pairs with the same shapes share FFTs (a library has few shapes)."""
+    photos near 0 (below CROP_PRE: the half-resolution figure), 0 where no window of 8 px or more
+    fits; width (P,) float64: that window's width fraction; turn (P,) int: the ORIENTATIONS index
+    that turns the small photo onto the big one). Batched: pairs with the same shapes share FFTs
+    (a library has few shapes)."""
     P = len(bigs)
     best, width, turn = np.zeros(P), np.zeros(P), np.zeros(P, np.int64)
     for c in range(0, P, chunk):
-        groups: dict[tuple, list[tuple[int, int]]] = {}
-        turned: dict[tuple[int, int], np.ndarray] = {}
-        for i in range(c, min(P, c + chunk)):
-            small = thumb_array(smalls[i])
-            for t in turns:
-                turned[i, t] = orient(small, t)
-                groups.setdefault((bigs[i][0], bigs[i][1], *turned[i, t].shape), []).append((i, t))
-        found: dict[int, tuple[float, tuple, int, int]] = {}  # pair -> (score, group, entry, size index)
-        prepared = {}
-        for key, entries in groups.items():
-            H, W, h, w = key
-            sizes = [(round(H * fh), round(W * fw)) for fh, fw in scales(H, W, h, w)]
-            sizes = [s for s in sizes if 8 <= s[0] <= H and 8 <= s[1] <= W]
-            if not sizes:
-                continue
-            win = prepared[key] = _Windows([bigs[i] for i, _ in entries], [turned[e] for e in entries], sizes)
-            coarse = sorted(set(range(0, len(sizes), stride)) | {len(sizes) - 1})
-            scores = np.stack([win.score(np.arange(len(entries)), k) for k in coarse], 1)
-            top = scores.argmax(1)
-            for e, ((i, _), s, k) in enumerate(zip(entries, scores[np.arange(len(entries)), top].tolist(), top.tolist())):
-                if i not in found or s > found[i][0]:
-                    found[i] = (s, key, e, coarse[k])
-        refine: dict[tuple, list[tuple[int, int, int]]] = {}
-        for i, (s, key, e, k) in found.items():
-            refine.setdefault(key, []).append((i, e, k))
-        for key, items in refine.items():
-            win = prepared[key]
-            for k in range(len(win.sizes)):  # the sizes next to each pair's best
-                near = [(i, e) for i, e, kb in items if 0 < abs(k - kb) < stride]
-                if near:
-                    s = win.score(np.array([e for _, e in near]), k)
-                    for (i, _), v in zip(near, s.tolist()):
-                        if v > found[i][0]:
-                            found[i] = (v, key, found[i][2], k)
-        for i, (s, key, e, k) in found.items():
-            win = prepared[key]
-            best[i], width[i], turn[i] = s, win.sizes[k][1] / win.W, groups[key][e][1]
+        idx = range(c, min(P, c + chunk))
+        arrays = {b: thumb_array(b) for b in {bigs[i] for i in idx}}
+        small = {i: thumb_array(smalls[i]) for i in idx}
+        halves = {b: _half(a) for b, a in arrays.items()}
+        entries = [(i, t) for i in idx for t in turns]
+        coarse = _best_windows(entries, {i: (bigs[i], halves[bigs[i]]) for i in idx},
+                               {(i, t): _half(orient(small[i], t)) for i, t in entries}, scales)
+        for i, (s, t, fw) in coarse.items():
+            best[i], width[i], turn[i] = s, fw, t
+        again = [(i, t) for i, (s, t, _) in coarse.items() if s >= CROP_PRE]
+        fine = _best_windows(again, {i: (bigs[i], arrays[bigs[i]]) for i, _ in again},
+                             {(i, t): orient(small[i], t) for i, t in again}, scales,
+                             near={i: coarse[i][2] for i, _ in again})
+        for i, (s, t, fw) in fine.items():
+            best[i], width[i], turn[i] = s, fw, t
     return best, width, turn
 
 
