@@ -67,7 +67,8 @@ def main():
 
         t = time.time()
         while not cond() and time.time() - t < ms / 1000:
-            QTest.qWait(50)
+            app.processEvents()
+            time.sleep(0.05)  # releases the GIL for the worker threads (QTest.qWait holds it while it waits)
         return time.time() - t
 
     def wait_for(signal, ms=120_000):

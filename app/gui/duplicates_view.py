@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QLa
 
 from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, find_duplicates, to_records
 from ..core.library.paths import display
+from .library_pane import plural
 from .viewer import open_externally
 
 ICON = QSize(64, 64)
@@ -145,8 +146,9 @@ class DuplicatesDialog(QDialog):
         self.shown = n
         photos = sum(len(g.members) for g in groups)
         extra = sum(len(g.members) - 1 for g in groups)
-        self.summary.setText(f"{len(groups)} groups, {photos} photos: {extra} could go if you kept the first of each "
-                             f"(pixels at least {self.threshold:.2f} alike). Nothing is deleted here.")
+        self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go if you kept the "
+                             f"first of each (pixels at least {self.threshold:.2f} alike). Nothing is deleted here." if groups
+                             else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")
         self.tree.clear()
         self._items.clear()
         kinds = {"exact": "identical files", "format": "the same photo in other formats", "reencoded": "re-encoded copies",

@@ -42,6 +42,7 @@ def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_pat
     qtbot.keyClick(dlg.slider, Qt.Key_End)
     qtbot.waitUntil(lambda: dlg.shown > shown and dlg.shown == dlg.runner.n, timeout=20000)
     assert dlg.value.text() == "0.99" and len(dlg.groups) == 2
+    assert dlg.summary.text().startswith("2 groups, 4 photos: 2 could go")
     assert dlg.tree.topLevelItemCount() == len(dlg.groups)
     out = dlg.export(str(tmp_path / "dups.csv"))
     rows = list(csv.DictReader(open(out)))
