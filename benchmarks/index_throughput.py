@@ -4,8 +4,12 @@ them, a third with EXIF orientation 6); the engine alone on pre-decoded inputs; 
 a photo that is not in the library (a CNN pass on the crop plus the full photo's map); peak RSS.
 
     python benchmarks/index_throughput.py [--limit 60] [--engines torch onnxruntime openvino]
+    python benchmarks/index_throughput.py --against /tmp/old [--engines openvino] [--repeat 3]
 
-Each engine runs in its own child process (clean memory figures), one after the other.
+Each engine runs in its own child process (clean memory figures), one after the other. With
+`--against DIR` (a checkout of another commit, e.g. `git worktree add /tmp/old 33dfabb`), that
+checkout's code indexes the same photos in the same run, alternating with this one's, and the
+ratio of the median rates is printed: a change is measured against its base on one machine state.
 """
 from __future__ import annotations
 
@@ -84,6 +88,8 @@ def main():
     ap.add_argument("--limit", type=int, default=60)
     ap.add_argument("--engines", nargs="+", default=["torch", "onnxruntime", "openvino"])
     ap.add_argument("--child", nargs=3, metavar=("ENGINE", "FOLDER", "HOME"), help=argparse.SUPPRESS)
+    ap.add_argument("--against", type=Path, help="another checkout to run alternately with this one")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each tree with --against")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(a.child[0], Path(a.child[1]), Path(a.child[2]))))
@@ -99,6 +105,10 @@ def main():
 
     print(f"{a.limit} photos per set (camera set: {max(12, a.limit // 2)}), input size {DEFAULT_MAX_SIDE} px, "
           f"{os.cpu_count()} CPU cores")
+    if a.against:
+        against(a, sets, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     results = {}
     for name, folder in sets.items():
         for eng in a.engines:
@@ -121,6 +131,36 @@ def main():
                 if eng != "torch" and (name, eng) in results:
                     print(f"{name}: {eng} pipeline is {results[(name, eng)]['rate'] / base['rate']:.2f}x PyTorch's")
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_child(root: Path, engine: str, folder: Path, home: Path) -> dict | None:
+    """One indexing run of the code in `root` (its own copy of this benchmark's child)."""
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / "index_throughput.py"), "--child", engine, str(folder),
+                        str(home)], capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    if r.returncode != 0:
+        print(f"{root} / {engine}: failed: {r.stderr.strip().splitlines()[-1:]}")
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def against(a, sets: dict, tmp: Path) -> None:
+    """This tree and `a.against`, alternately, `a.repeat` times each per set and engine."""
+    import statistics
+
+    trees = {"this": ROOT, "base": a.against.resolve()}
+    for name, folder in sets.items():
+        for eng in a.engines:
+            rates: dict[str, list[float]] = {"this": [], "base": []}
+            for k in range(a.repeat):
+                for label, root in trees.items():
+                    res = run_child(root, eng, folder, tmp / f"home-{label}-{eng}-{folder.name}-{k}")
+                    if res:
+                        rates[label].append(res["rate"])
+            if rates["this"] and rates["base"]:
+                this, base = statistics.median(rates["this"]), statistics.median(rates["base"])
+                print(f"{name} / {eng}: this tree {this:.2f} photos/s (runs {', '.join(f'{r:.2f}' for r in rates['this'])}), "
+                      f"{trees['base']} {base:.2f} photos/s (runs {', '.join(f'{r:.2f}' for r in rates['base'])}): "
+                      f"{100 * (this / base - 1):+.1f} %", flush=True)
 
 
 if __name__ == "__main__":
