@@ -106,7 +106,8 @@ class DuplicatesDialog(QDialog):
         for b, tip in tips.items():
             b.setToolTip(tip)
             buttons.addWidget(b)
-        buttons.addStretch()
+        self.done_note = QLabel()  # what the last button did ("Copied 2 paths", "Saved the list to ...")
+        buttons.addWidget(self.done_note, 1)
         v.addLayout(buttons)
         self.runner = _Runner(svc, self)
         self.runner.done.connect(self._on_groups)
@@ -198,13 +199,22 @@ class DuplicatesDialog(QDialog):
         paths = [group.child(i).data(0, Qt.UserRole) for i in range(group.childCount())] if item.parent() is None \
             else [item.data(0, Qt.UserRole)]
         QGuiApplication.clipboard().setText("\n".join(display(p) for p in paths))
+        self.done_note.setText(f"Copied {plural(len(paths), 'path')}")
 
     def export(self, target: str | None = None) -> str | None:
         if target is None:
-            target, _ = QFileDialog.getSaveFileName(self, "Export the duplicate groups", "duplicates.csv",
+            target, _ = QFileDialog.getSaveFileName(self, "Export the duplicate groups",
+                                                    os.path.join(os.path.expanduser("~"), "duplicates.csv"),
                                                     "CSV (*.csv);;JSON (*.json)")
         if not target:
             return None
+        try:
+            return self._write(target)
+        except OSError as e:
+            self.done_note.setText(f"Could not save the list: {e.strerror or e}")
+            return None
+
+    def _write(self, target: str) -> str:
         records = to_records(self.groups)
         if target.lower().endswith(".json"):
             with open(target, "w") as fh:
@@ -217,4 +227,6 @@ class DuplicatesDialog(QDialog):
                     for m in r["members"]:
                         w.writerow([r["group"], r["kind"], "yes" if m["keep"] else "", m["relation"], m["similarity"],
                                     m["width"], m["height"], m["bytes"], display(m["path"])])
+        self.done_note.setText(f"Saved {plural(len(records), 'group')} to {os.path.basename(target)}")
+        self.done_note.setToolTip(display(target))
         return target

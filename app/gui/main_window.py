@@ -240,6 +240,9 @@ class MainWindow(QMainWindow):
             act = QAction(text, self)
             if key is not None:
                 act.setShortcut(key)
+            if text == "Quit":  # also from the viewer's and the duplicates view's windows
+                act.setShortcuts(QKeySequence.keyBindings(QKeySequence.Quit) or [QKeySequence("Ctrl+Q")])  # some platforms bind none
+                act.setShortcutContext(Qt.ApplicationShortcut)
             act.triggered.connect(lambda _checked=False, slot=slot: slot())  # triggered(bool) passes a flag
             fm.addAction(act)
             self.addAction(act)
@@ -769,7 +772,12 @@ class MainWindow(QMainWindow):
         self.results.set_folders([f["path"] for f in svc.stats().get("folders", [])], subs)
 
     def _find_similar_from_dialog(self, path: str) -> None:
-        """A search asked from another window: shown in front, not behind the dialog."""
+        """A search asked from another window: shown in front, not behind the dialog (a dialog
+        stays above its window, so it steps aside; View > Duplicates brings it back as it was)."""
+        dups = getattr(self, "_dups", None)
+        if dups is not None and dups.isVisible():
+            dups.hide()
+            self.status_label.setText("Searching with a photo from Duplicates; View → Duplicates… shows the groups again.")
         self.set_query_path(path)
         self.raise_()
         self.activateWindow()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QRadioButton, QScrollArea,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QButtonGroup, QCheckBox, QComboBox, QDialog,
+                               QDialogButtonBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
+                               QPushButton, QRadioButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.config import PRESETS, Settings
 from ..core.errors import HeatSearchError
@@ -36,6 +37,21 @@ def usable_models(current: str) -> list[str]:
             if name == current or name in ("vgg16", "resnet50", "cirtorch"):
                 out.append(name)  # offered: the user may name a weights file
     return out
+
+
+class _WheelScrolls(QObject):
+    """The mouse wheel over a drop-down or a number box that the person has not clicked scrolls
+    the list it is in, instead of changing a setting unseen."""
+
+    def __init__(self, area: QScrollArea):
+        super().__init__(area)
+        self.area = area
+
+    def eventFilter(self, obj, ev) -> bool:
+        if ev.type() == QEvent.Wheel and not obj.hasFocus():
+            QApplication.sendEvent(self.area.verticalScrollBar(), ev)
+            return True
+        return False
 
 
 class SettingsDialog(QDialog):
@@ -129,7 +145,12 @@ class SettingsDialog(QDialog):
         self.advanced_area.setWidget(self.advanced)
         self.advanced_area.setWidgetResizable(True)
         self.advanced_area.setFrameShape(QScrollArea.NoFrame)
+        self.advanced_area.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # as wide as its rows (below)
         self.advanced_area.setVisible(False)
+        wheel = _WheelScrolls(self.advanced_area)
+        for w in self.advanced.findChildren(QComboBox) + self.advanced.findChildren(QAbstractSpinBox):
+            w.setFocusPolicy(Qt.StrongFocus)  # a wheel over it does not give it the focus
+            w.installEventFilter(wheel)
         v.addWidget(self.advanced_area, 1)
         self.error = QLabel()
         self.error.setStyleSheet("color: #b03030")
@@ -172,9 +193,16 @@ class SettingsDialog(QDialog):
         screen = self.screen().availableGeometry() if self.screen() is not None else None
         room = (screen.height() - 60) if screen is not None else 700  # the window manager's title bar
         self.advanced_area.setMinimumHeight(min(self.advanced.sizeHint().height(), max(200, room - 260)) if on else 0)
+        bar = self.advanced_area.verticalScrollBar().sizeHint().width()
+        self.advanced_area.setMinimumWidth(self.advanced.sizeHint().width() + bar if on else 0)
         self.adjustSize()
         if self.height() > room:
             self.resize(self.width(), room)
+        if screen is not None:  # grown downwards from where it opened: moved up to stay on the screen
+            frame = self.frameGeometry()
+            top = min(frame.top(), screen.bottom() - frame.height())
+            left = min(frame.left(), screen.right() - frame.width())
+            self.move(max(screen.left(), left), max(screen.top(), top))
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Weights file", "", "PyTorch weights (*.pth *.pt)")

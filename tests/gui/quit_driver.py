@@ -8,9 +8,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
-def main(home: str, photos: str, quick_quit: bool = False) -> int:
+def main(home: str, photos: str, quick_quit: bool = False, from_viewer: bool = False) -> int:
     """quick_quit: quit while the duplicates view is still grouping (as with a large library: the
-    grouping is made to take 6 s here)."""
+    grouping is made to take 6 s here). from_viewer: Ctrl+Q pressed in the viewer's window."""
     from PySide6.QtCore import QTimer, Qt
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication, QDialog
@@ -47,6 +47,14 @@ def main(home: str, photos: str, quick_quit: bool = False) -> int:
             step(lambda: next(a for a in win.findChildren(type(win.dup_action)) if a.text() == "Quit").trigger(), 300)
             QTimer.singleShot(0, later)
             return
+        if from_viewer:
+            step(lambda: win.set_query_path(str(Path(photos) / "p01.png")), 1500)
+            step(lambda: QTest.mouseClick(win.results_view.viewport(), Qt.LeftButton,
+                                          pos=win.results_view.visualRect(win.results_model.index(0)).center()), 200)
+            step(lambda: QTest.keyClick(win.results_view, Qt.Key_Return), 800)
+            step(lambda: QTest.keyClick(win._viewer.scroll, Qt.Key_Q, Qt.ControlModifier), 300)
+            QTimer.singleShot(0, later)
+            return
         step(lambda: win.set_query_path(str(Path(photos) / "p01.png")), 1500)
         step(lambda: QTest.mouseClick(win.results_view.viewport(), Qt.LeftButton,
                                       pos=win.results_view.visualRect(win.results_model.index(0)).center()), 200)
@@ -69,4 +77,4 @@ def main(home: str, photos: str, quick_quit: bool = False) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    sys.exit(main(sys.argv[1], sys.argv[2], "--quick-quit" in sys.argv))
+    sys.exit(main(sys.argv[1], sys.argv[2], "--quick-quit" in sys.argv, "--from-viewer" in sys.argv))

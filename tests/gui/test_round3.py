@@ -67,6 +67,10 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(target), "CSV (*.csv)")))
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)
     assert target.exists() and "p0-copy.png" in target.read_text()
+    assert dlg.done_note.text() == "Saved 2 groups to list.csv"  # the person sees that it was written
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(tmp_path / "no" / "x.csv"), "")))
+    qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)  # a folder that does not exist: one line, no traceback
+    assert dlg.done_note.text() == "Could not save the list: No such file or directory"
     headers = [dlg.tree.headerItem().text(i) for i in range(dlg.tree.columnCount())]
     assert "Folder" in headers  # (10) which folder each copy is in
     dlg.close()
@@ -90,6 +94,10 @@ def test_3_quitting_after_the_dialogs_were_used_ends_cleanly(tmp_path):
                            capture_output=True, text=True, env={**env, "HS_DRIVER_DEBUG": "1"}, timeout=180)
         assert r.returncode == 0 and "Fatal Python error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
         assert r.stdout.count("step") >= 10  # every dialog was used before the quit
+    # Ctrl+Q pressed while the viewer's window is the active one quits too (it waited for the main window)
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "gui" / "quit_driver.py"), str(home), str(photos), "--from-viewer"],
+                       capture_output=True, text=True, env={**env, "HS_DRIVER_DEBUG": "1"}, timeout=90)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and r.stdout.count("step") == 4, (r.stdout, r.stderr[-2000:])
 
 
 def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_done(qtbot, window, tmp_path, monkeypatch):
@@ -370,3 +378,45 @@ def test_10_the_grid_shows_whole_names_and_the_relevance_the_viewer_shows(qtbot,
     assert name == Path(hit.path).name  # a camera-style name fits the cell whole
     viewer = open_viewer(qtbot, window, row=1)
     assert f"relevance {value}" in viewer.caption.text()
+
+
+def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot, window):
+    """(trial, round 3) Settings > Show advanced settings, then the mouse wheel over the list: it
+    scrolls; the drop-down under the pointer (not clicked) keeps its value. The dialog shows its
+    rows whole (no sideways scrolling) and stays on the screen."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    seen = {}
+
+    def use_dialog():
+        dlg = QApplication.activeModalWidget()
+        if dlg is None:
+            QTimer.singleShot(100, use_dialog)
+            return
+        try:
+            qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+            qtbot.wait(100)
+            combo = dlg.her
+            before = combo.currentIndex()
+            for delta in (-120, -120, 120):
+                centre = QPointF(combo.rect().center())
+                ev = QWheelEvent(centre, QPointF(combo.mapToGlobal(combo.rect().center())), QPoint(0, 0), QPoint(0, delta),
+                                 Qt.NoButton, Qt.NoModifier, Qt.NoScrollPhase, False)
+                QApplication.sendEvent(combo, ev)
+            seen["her"] = (before, combo.currentIndex())
+            seen["sideways"] = dlg.advanced_area.horizontalScrollBar().isVisible()
+            seen["clipped"] = dlg.advanced.sizeHint().width() > dlg.advanced_area.viewport().width()
+            screen = dlg.screen().availableGeometry()
+            seen["on screen"] = screen.contains(dlg.frameGeometry()) or dlg.frameGeometry().height() > screen.height()
+            seen["frame"], seen["screen"] = dlg.frameGeometry(), screen
+        finally:
+            dlg.reject()
+
+    act = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Settings…")
+    QTimer.singleShot(300, use_dialog)
+    act.trigger()
+    before, after = seen["her"]
+    assert before == after  # the wheel changed no setting
+    assert not seen["sideways"] and not seen["clipped"]
+    assert seen["on screen"], (seen["frame"], seen["screen"])
