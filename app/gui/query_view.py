@@ -253,3 +253,20 @@ class QueryView(QWidget):
             p.setBrush(QColor(255, 255, 255))
             for c in (br.topLeft(), br.topRight(), br.bottomLeft(), br.bottomRight()):
                 p.drawRect(QRectF(c.x() - HANDLE / 2, c.y() - HANDLE / 2, HANDLE, HANDLE))
+        if self.hasFocus():  # reached with Tab: a frame, and the keys that draw a box
+            p.setPen(QPen(self.palette().highlight().color(), 3))
+            p.setBrush(Qt.NoBrush)
+            p.drawRect(QRectF(self.rect()).adjusted(1.5, 1.5, -1.5, -1.5))
+            hint = "B: a box · arrows move it · Shift+arrows resize it · Esc clears it"
+            band = QRectF(0, self.height() - 26, self.width(), 22)
+            p.fillRect(band.adjusted(3, 0, -3, 0), QColor(0, 0, 0, 150))
+            p.setPen(QColor(255, 255, 255))
+            p.drawText(band, Qt.AlignCenter, hint)
+
+    def focusInEvent(self, e):
+        super().focusInEvent(e)
+        self.update()
+
+    def focusOutEvent(self, e):
+        super().focusOutEvent(e)
+        self.update()

@@ -271,7 +271,13 @@ def test_a_box_drawn_with_the_keyboard(qtbot, window, photo_dir):
     search(qtbot, window, photo_dir / "scene0" / "img0.jpg")
     qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
     view = window.query_view
-    view.setFocus()
+    window.activateWindow()
+    window.results_view.setFocus()
+    frame = view.grab().toImage().pixelColor(1, view.height() // 2)
+    qtbot.keyClick(window.results_view, Qt.Key_Backtab)  # Shift+Tab from the grid: the photo, in one step
+    assert window.focusWidget() is view
+    # it shows that it has the focus (a frame in the highlight colour) and which keys draw a box
+    assert view.grab().toImage().pixelColor(1, view.height() // 2) == view.palette().highlight().color() != frame
 
     def boxed(res):
         return res is not None and res.box is not None
