@@ -258,10 +258,12 @@ class QueryView(QWidget):
             p.setBrush(Qt.NoBrush)
             p.drawRect(QRectF(self.rect()).adjusted(1.5, 1.5, -1.5, -1.5))
             hint = "B: a box · arrows move it · Shift+arrows resize it · Esc clears it"
-            band = QRectF(0, self.height() - 26, self.width(), 22)
-            p.fillRect(band.adjusted(3, 0, -3, 0), QColor(0, 0, 0, 150))
+            room = self.rect().adjusted(10, 0, -10, 0)
+            text = self.fontMetrics().boundingRect(room, Qt.AlignCenter | Qt.TextWordWrap, hint)  # wraps on a narrow pane
+            band = QRectF(3, self.height() - text.height() - 10, self.width() - 6, text.height() + 6)
+            p.fillRect(band, QColor(0, 0, 0, 150))
             p.setPen(QColor(255, 255, 255))
-            p.drawText(band, Qt.AlignCenter, hint)
+            p.drawText(band, Qt.AlignCenter | Qt.TextWordWrap, hint)
 
     def focusInEvent(self, e):
         super().focusInEvent(e)
