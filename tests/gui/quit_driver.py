@@ -52,6 +52,7 @@ def main(home: str, photos: str, quick_quit: bool = False, from_viewer: bool = F
             step(lambda: QTest.mouseClick(win.results_view.viewport(), Qt.LeftButton,
                                           pos=win.results_view.visualRect(win.results_model.index(0)).center()), 200)
             step(lambda: QTest.keyClick(win.results_view, Qt.Key_Return), 800)
+            step(lambda: win._viewer.activateWindow(), 500)  # as a click on it would (X11 without a window manager)
             step(lambda: QTest.keyClick(win._viewer.scroll, Qt.Key_Q, Qt.ControlModifier), 300)
             QTimer.singleShot(0, later)
             return

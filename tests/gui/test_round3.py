@@ -97,7 +97,7 @@ def test_3_quitting_after_the_dialogs_were_used_ends_cleanly(tmp_path):
     # Ctrl+Q pressed while the viewer's window is the active one quits too (it waited for the main window)
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "gui" / "quit_driver.py"), str(home), str(photos), "--from-viewer"],
                        capture_output=True, text=True, env={**env, "HS_DRIVER_DEBUG": "1"}, timeout=90)
-    assert r.returncode == 0 and "Traceback" not in r.stderr and r.stdout.count("step") == 4, (r.stdout, r.stderr[-2000:])
+    assert r.returncode == 0 and "Traceback" not in r.stderr and r.stdout.count("step") == 5, (r.stdout, r.stderr[-2000:])
 
 
 def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_done(qtbot, window, tmp_path, monkeypatch):
