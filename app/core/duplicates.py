@@ -353,7 +353,8 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     # same place looks like a crop of a wider one, and its full-size copies give it away)
     most: dict[int, float] = {}
     for i in list(u.parent):
-        most[u.find(i)] = max(most.get(u.find(i), 0.0), _content_area(rows[i]))
+        root = u.find(i)
+        most[root] = max(most.get(root, 0.0), _content_area(rows[i]))
     crop_of: dict[int, int] = {}
     for big, small in windows:
         score, fw, turn = known[(big, small)]

@@ -193,7 +193,8 @@ def _best_windows(entries, bigs: dict, smalls: dict, scales, near: dict | None =
     """For entries (pair, turn): {pair: (score, turn, width fraction)} of the best window over
     the turns given for it. bigs: pair -> (key, array); smalls: entry -> array. Without `near`,
     every `stride`-th size, then the neighbours of the best; with it (pair -> width fraction),
-    the sizes within 1.5 px (at the half resolution) of that width."""
+    the sizes within 2.5 px (at the half resolution) of that width: the half-resolution best
+    is off by up to 2 px there (on the benchmark)."""
     groups: dict[tuple, list] = {}
     for e in entries:
         big = bigs[e[0]][1]
