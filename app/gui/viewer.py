@@ -1,6 +1,6 @@
 """The built-in viewer (double-click or Enter on a result): the photo large, fitted or zoomed (F,
-+/-, Ctrl+wheel), previous/next through the results (Left/Right, also when the picture has the
-focus: the scroll area would take them to scroll), the heat overlay (H), "Search with
++/-, the wheel), previous/next through the results (Left/Right, also when the picture has the
+focus: the scroll area would take them to scroll), the heat overlay (H, Ctrl+H), "Search with
 this photo", "Draw a box here", and the system viewer / file manager with a visible message when
 there is none."""
 from __future__ import annotations
@@ -66,8 +66,8 @@ class ViewerDialog(QDialog):
         self.open_btn = QPushButton("Open in system viewer")
         self.reveal_btn = QPushButton("Show in folder")
         tips = {self.prev_btn: "Previous result (Left arrow)", self.next_btn: "Next result (Right arrow)",
-                self.fit_btn: "Switch between fitting the window and actual pixels (F; zoom with + and - or Ctrl+wheel)",
-                self.heat_check: "Show which parts of the photo carried its description (H)",
+                self.fit_btn: "Switch between fitting the window and actual pixels (F; zoom with the wheel, + and -)",
+                self.heat_check: "Show which parts of the photo carried its description (H or Ctrl+H)",
                 self.search_btn: "Use this photo as the query", self.box_btn: "Use this photo as the query and draw a box on it",
                 self.open_btn: "Open the photo in your system's viewer", self.reveal_btn: "Open its folder in your file manager"}
         for w, tip in tips.items():
@@ -95,22 +95,30 @@ class ViewerDialog(QDialog):
         loader.loaded.connect(self._on_loaded)
         self.resize(1000, 700)
 
+    def _key(self, e):
+        """The viewer's action for a key press, or None. Ctrl+H toggles the overlay as in the main
+        window; other keys count without Ctrl or Alt."""
+        mods = e.modifiers() & (Qt.ControlModifier | Qt.AltModifier)
+        if e.key() == Qt.Key_H and mods == Qt.ControlModifier:
+            return self._keys[Qt.Key_H]
+        return None if mods else self._keys.get(e.key())
+
     def keyPressEvent(self, e):
-        fn = self._keys.get(e.key())
-        if fn is not None and not e.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
+        fn = self._key(e)
+        if fn is not None:
             fn()
         else:
             super().keyPressEvent(e)
 
     def eventFilter(self, obj, e):
         t = e.type()
-        if t == QEvent.Wheel and e.modifiers() & Qt.ControlModifier:
+        if t == QEvent.Wheel and e.angleDelta().y() and not e.modifiers() & Qt.ShiftModifier:
+            # the wheel zooms, as in photo viewers (Shift+wheel and the scroll bars move a zoomed photo)
             self.zoom_by(1.25 if e.angleDelta().y() > 0 else 0.8)
             return True
-        if t in (QEvent.KeyPress, QEvent.ShortcutOverride) and e.key() in self._keys \
-                and not e.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
+        if t in (QEvent.KeyPress, QEvent.ShortcutOverride) and self._key(e) is not None:
             if t == QEvent.KeyPress:
-                self._keys[e.key()]()
+                self._key(e)()
             e.accept()
             return True
         return super().eventFilter(obj, e)
@@ -125,7 +133,10 @@ class ViewerDialog(QDialog):
             self.fit = False
             self.fit_btn.setText("Fit to window")
             self.scroll.setWidgetResizable(False)
-        self.zoom = max(0.05, min(8.0, self.zoom * factor))
+        # up to 8x (or the fitted size of a small photo, which may already be more): zooming in
+        # never shrinks, zooming out never grows
+        z = self.zoom * factor
+        self.zoom = min(z, max(8.0, self.zoom)) if factor > 1 else max(z, min(0.05, self.zoom))
         self._render()
 
     @property

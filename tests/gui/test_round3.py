@@ -428,3 +428,33 @@ def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot,
     assert before == after  # the wheel changed no setting
     assert not seen["sideways"] and not seen["clipped"]
     assert seen["on screen"], (seen["frame"], seen["screen"])
+
+
+def wheel(widget, steps: int, modifiers=Qt.NoModifier):
+    """A mouse wheel turned `steps` notches (positive: away from the person) over the widget's centre."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    pos = QPointF(widget.rect().center())
+    ev = QWheelEvent(pos, QPointF(widget.mapToGlobal(pos.toPoint())), QPoint(0, 0), QPoint(0, 120 * steps),
+                     Qt.NoButton, modifiers, Qt.NoScrollPhase, False)
+    QApplication.sendEvent(widget, ev)
+
+
+def test_the_viewer_zooms_with_the_plain_wheel_and_takes_ctrl_h(qtbot, window, photo_dir):
+    """The trial: a plain wheel did nothing in the viewer (only Ctrl+wheel zoomed), and Ctrl+H (the
+    overlay's shortcut in the main window) did nothing there."""
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    viewer = open_viewer(qtbot, window)
+    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    fitted = viewer.picture.pixmap().width()
+    wheel(viewer.scroll.viewport(), 1)
+    assert not viewer.fit and viewer.picture.pixmap().width() > fitted
+    zoomed = viewer.picture.pixmap().width()
+    wheel(viewer.scroll.viewport(), -2)
+    assert viewer.picture.pixmap().width() < zoomed
+    heat = viewer.heat_check.isChecked()
+    qtbot.keyClick(viewer.scroll, Qt.Key_H, Qt.ControlModifier)
+    assert viewer.heat_check.isChecked() != heat
+    viewer.close()
