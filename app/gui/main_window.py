@@ -424,6 +424,7 @@ class MainWindow(QMainWindow):
         kind = ev.kind
         if kind == "started" and ev.data == "index":
             self.index_cmd = ev.command
+            self.last_progress = None
             self.progress.setVisible(True)
             self.progress.setRange(0, 0)
             self.pause_btn.setVisible(True)
@@ -432,9 +433,14 @@ class MainWindow(QMainWindow):
             self.index_label.setText("Looking for new and changed photos…")
         elif kind == "progress" and ev.command == self.index_cmd:
             self.last_progress = ev.data
-            self._show_progress(ev.data)
+            if ev.data.phase in ("scanning", "loading the model", "calibrating") or not ev.data.done:
+                self._show_progress(ev.data)
+            # while photos are committed, the count is shown with the Library pane's (next
+            # "stats", at most 1.5 s later): two counts taken at different times disagreed
         elif kind == "stats":
             self.refresh_library(ev.data)
+            if self.index_cmd is not None and self.last_progress is not None:
+                self._show_progress(self.last_progress)
         elif kind == "log":
             self.index_label.setText(ev.data)
         elif kind in ("done", "failed") and ev.command == self.index_cmd:
@@ -465,6 +471,8 @@ class MainWindow(QMainWindow):
             text = "Looking for new and changed photos…"
         elif prog.phase in ("loading the model", "calibrating") and not prog.done:
             text = f"Preparing to index {plural(prog.total, 'photo')}…"
+        elif prog.phase in ("finishing", "done"):
+            text = f"Finishing: {plural(prog.done, 'photo')} described, making them searchable…"
         else:
             eta = ""
             if prog.eta_s is not None and not self._paused_note:

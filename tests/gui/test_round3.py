@@ -458,3 +458,27 @@ def test_the_viewer_zooms_with_the_plain_wheel_and_takes_ctrl_h(qtbot, window, p
     qtbot.keyClick(viewer.scroll, Qt.Key_H, Qt.ControlModifier)
     assert viewer.heat_check.isChecked() != heat
     viewer.close()
+
+
+def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexing(qtbot, window, tmp_path):
+    """The trial: "48 of 603 indexed" in the Library pane beside "Indexing 96 of 603" in the status
+    line (the pane's count is refreshed at most every 1.5 s, the status line's on every batch)."""
+    import re
+
+    d = tmp_path / "many"
+    for i in range(400):  # indexed for a few seconds: the pane is refreshed during the run
+        write_photo(d / f"p{i:03d}.png", i, size=(96, 72))
+    seen = []
+    # connected after the window's own slot: called once the window has shown the event
+    window.bridge.event.connect(lambda ev: seen.append((window.library.folder_list.item(0).text()
+                                                        if window.library.folder_list.count() else "",
+                                                        window.index_label.text())))
+    with qtbot.waitSignal(window.indexingFinished, timeout=120000):
+        window.add_folder(str(d))
+    pairs = []
+    for pane, status in seen:
+        a, b = re.search(r"(\d+) of (\d+) indexed", pane), re.search(r"Indexing (\d+) of (\d+)", status)
+        if a and b:
+            pairs.append((int(a[1]), int(b[1])))
+    assert len([x for x, _ in pairs if 0 < x < 400]) >= 2 and all(x == y for x, y in pairs), pairs
+    assert "Indexing done: 400 photos searchable" in window.index_label.text()
