@@ -454,24 +454,40 @@ def to_records(groups: list[Group]) -> list[dict]:
 
 class CopyFilter:
     """One of each photo, by the finder's whole-photo rule (any orientation or size, re-encoded or
-    lightly edited): `is_copy(thumb)` says whether a photo is the same photo as one let through
-    before, and lets it through when it is not."""
+    lightly edited): `match(thumb)` gives the set (0, 1, ...) of the photos let through before that
+    a photo is the same photo as, or None when it is a new one (then it is let through as its own
+    set)."""
 
     def __init__(self, threshold: float = NEAR_DEFAULT):
         self.threshold = threshold
         self.grids: list[np.ndarray] = []
         self.aspects: list[float] = []
+        self.sets: list[int] = []  # per grid: its set
 
-    def is_copy(self, thumb: bytes) -> bool:
+    def match(self, thumb: bytes, digest: str = "") -> int | None:
         if not thumb:
-            return False
+            return None
         g, aspect, _, _ = frame_grid(thumb)
         if self.grids:
             shown, aspects = np.stack(self.grids).reshape(len(self.grids), -1), np.asarray(self.aspects)
             for k, (transpose, _, _) in enumerate(ORIENTATIONS):
-                fits = np.abs(aspects - (-aspect if transpose else aspect)) <= ASPECT_TOL
-                if fits.any() and float((shown[fits] @ orient(g, k).ravel()).max()) >= self.threshold:
-                    return True
+                fits = np.flatnonzero(np.abs(aspects - (-aspect if transpose else aspect)) <= ASPECT_TOL)
+                if len(fits):
+                    sims = shown[fits] @ orient(g, k).ravel()
+                    if float(sims.max()) >= self.threshold:
+                        return self.sets[int(fits[int(np.argmax(sims))])]
         self.grids.append(g)
         self.aspects.append(aspect)
-        return False
+        self.sets.append(max(self.sets, default=-1) + 1)
+        return None
+
+
+def better_original(a: dict, b: dict) -> bool:
+    """Whether catalog row `a` is a better photo to keep than `b`, its copy, by `keep_order` (rows
+    of Catalog.image_rows: width, height, camera, path, mtime_ns, size, sharpness, border)."""
+    def member(r):
+        return Member(0, r["path"], r["width"], r["height"], r["size"] or 0, 0.0, r["sharpness"] or 0.0,
+                      (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0))
+
+    ma, mb = member(a), member(b)
+    return keep_order(ma, ma.border > mb.border + BORDER_ADDED, False) < keep_order(mb, mb.border > ma.border + BORDER_ADDED, False)

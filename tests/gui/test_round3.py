@@ -482,3 +482,24 @@ def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexi
             pairs.append((int(a[1]), int(b[1])))
     assert len([x for x, _ in pairs if 0 < x < 400]) >= 2 and all(x == y for x, y in pairs), pairs
     assert "Indexing done: 400 photos searchable" in window.index_label.text()
+
+
+def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbot, window, tmp_path):
+    """The trial: One per duplicate kept whichever copy ranked first (a small web copy), not the
+    photo Duplicates keeps (the original: most pixels)."""
+    d = tmp_path / "lib"
+    for i in range(8):
+        write_photo(d / f"p{i}.png", i, size=(320, 240))
+    src = Image.open(d / "p0.png").convert("RGB")
+    bright = Image.eval(src, lambda v: min(255, int(v * 1.15)))
+    bright.resize((240, 180), Image.LANCZOS).save(d / "p0-small.png")  # a brightened, smaller copy
+    query = tmp_path / "query.jpg"  # outside the library: nothing is pinned first
+    bright.save(query, quality=90)
+    index_folder(qtbot, window, d)
+    search(qtbot, window, query)
+    assert Path(window.results_model.hits[0].path).name == "p0-small.png"  # the best match is the small copy
+    box = window.results.hide_dups
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
+    names = [Path(h.path).name for h in window.results_model.hits]
+    assert names[0] == "p0.png" and "p0-small.png" not in names, names

@@ -585,16 +585,18 @@ class Catalog:
 
     # ---- reads for searches and the views ---------------------------------------------------------------
     def image_rows(self, ids) -> dict[int, dict]:
-        """id -> {path, width, height, folder_id, digest, taken, size, status, sharpness, thumb}."""
+        """id -> {path, width, height, folder_id, digest, taken, size, status, sharpness, thumb,
+        mtime_ns, camera, border}."""
         out = {}
         with self._read() as s:
             for chunk in _chunks([int(i) for i in ids], CHUNK):
                 for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.folder_id, Image.digest,
-                                          Image.taken, Image.size, Image.status, Image.sharpness, Image.thumb)
+                                          Image.taken, Image.size, Image.status, Image.sharpness, Image.thumb,
+                                          Image.mtime_ns, Image.camera, Image.border)
                                    .where(Image.id.in_(chunk))):
                     out[r[0]] = {"path": paths.from_db(r[1]), "width": r[2], "height": r[3], "folder_id": r[4],
                                  "digest": r[5], "taken": r[6], "size": r[7], "status": r[8], "sharpness": r[9],
-                                 "thumb": r[10]}
+                                 "thumb": r[10], "mtime_ns": r[11], "camera": r[12], "border": r[13]}
         return out
 
     def library_row(self, path: str, space_id: int) -> tuple | None:

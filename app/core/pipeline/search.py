@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 from .. import policy
 from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map
-from ..duplicates import CopyFilter
+from ..duplicates import CopyFilter, better_original
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
 from ..imageio import check_box, file_digest, image_size
@@ -330,23 +330,37 @@ class Searcher:
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
         grids = self.svc.heat_grids(ids[: req.top + 50], snap.space)  # the GUI paints them without a query
-        seen_digest: set[str] = set()
-        copies = CopyFilter()  # the hits kept so far
+        # One per duplicate: each set of copies keeps the place of its best-ranked copy and shows
+        # the photo Duplicates would keep (the original), unless the query's own photo is among them
+        by_digest: dict[str, int] = {}  # digest -> its set
+        copies = CopyFilter()  # the sets shown so far
+        shown: dict[int, int] = {}  # set -> index in hits
+        kept_row: dict[int, dict] = {}  # set -> the catalog row shown for it
         hits = []
         for i, sc in zip(ids, scores):
             r = rows.get(i)
             if r is None or r["status"] != "indexed":  # forgotten or missing since the snapshot
                 continue
-            if req.hide_duplicates:
-                if (r["digest"] and r["digest"] in seen_digest) or copies.is_copy(r["thumb"]):
-                    continue
-                seen_digest.add(r["digest"])
             state = snap.folder_state(r["folder_id"])
             if state == "ok" and not os.path.exists(r["path"]):
                 state = "missing"
             sim = float(vec_of[i] @ q) if i in vec_of else 0.0
-            hits.append(Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned,
-                            grids.get(i)))
+            hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned, grids.get(i))
+            if req.hide_duplicates:
+                k = by_digest.get(r["digest"]) if r["digest"] else None
+                if k is None:
+                    k = copies.match(r["thumb"])
+                if k is not None:
+                    at = shown[k]
+                    if state == "ok" and not hits[at].duplicate and better_original(r, kept_row[k]):
+                        hits[at] = replace(hit, score=hits[at].score, rank=hits[at].rank, similarity=hits[at].similarity)
+                        kept_row[k] = r
+                    continue
+                k = len(copies.sets) - 1 if r["thumb"] else -1 - len(hits)  # a photo without a thumbnail: its own set
+                shown[k], kept_row[k] = len(hits), r
+                if r["digest"]:
+                    by_digest[r["digest"]] = k
+            hits.append(hit)
             if len(hits) >= req.top + 50:
                 break
         return hits
