@@ -2,16 +2,19 @@
 
     python benchmarks/policies.py --exp size       # input size sweep, every column, shipped policies
     python benchmarks/policies.py --exp whiten     # mAP against library size n for whitening policies
+    python benchmarks/policies.py --exp shrink     # the whitening's shrinkage, D and start (1,000+ photos)
     python benchmarks/policies.py --exp refine     # QE / HeR (and HeR's k) by library size and query kind
     python benchmarks/policies.py --exp box        # box modes: map, crop, hybrid
-    python benchmarks/policies.py --exp final      # the shipped policies against the old defaults
+    python benchmarks/policies.py --exp final      # the shipped policies against the previous ones, every
+                                                   # set and size (libraries with the distractors up to 2,703)
     python benchmarks/policies.py --exp regional   # regional database descriptors (a photo's best region)
     python benchmarks/policies.py --exp mean       # where HeW's centring mean comes from
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
 revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.
 Libraries of size n are random subsets (fixed seeds, UKBench groups kept whole) of UKBench, of
-Paris250, and of their union (each the other's distractors); figures are means over seeds.
+Paris250, and of their union (each the other's distractors), and each of these whole with the
+unrelated photos of shared/data/distractors up to n; figures are means over seeds.
 Feature maps come from the `heatsearch eval` cache (run it once per size; see README).
 """
 from __future__ import annotations
@@ -56,7 +59,7 @@ class Config:
     her: object = True
     her_k: int = 800
     box: str = "map"
-    shrinkage: float = 1.0
+    shrinkage: float = policy.SHRINKAGE
     min_cluster: int = 0  # with her='policy': override of policy.HER_MIN_NEIGHBOURS (0: the policy's)
     regions: int = 0  # > 0: database photos also described by regions of levels 2..regions (box queries)
     regions_full: bool = False  # the regions for full-photo queries too
@@ -64,21 +67,46 @@ class Config:
 
 
 OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
+# the policies before this round (33dfabb): photos at 512 px, whitening D = n/8 from 1,024 photos
+# with eigenvalue shrinkage 1
+PREV_SIZE = 512
+PREV = Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE, shrinkage=1.0)
+# every set and size the shared photos allow: each set alone, and with the distractors up to ~2,700
+LIBRARIES = [("pa", 120), ("pa", 250), ("uk", 300), ("uk", 600), ("union", 500), ("union", 850),
+             ("pa+dx", 1000), ("pa+dx", 1500), ("pa+dx", 2103), ("uk+dx", 1000), ("uk+dx", 1500), ("uk+dx", 2453),
+             ("union+dx", 1000), ("union+dx", 1700), ("union+dx", 2200), ("union+dx", 2703)]
 
 
 class Data:
-    """Raw HeW descriptors of every database photo and query variant at one input size."""
+    """Raw HeW descriptors of every database photo and query variant at one input size; with
+    `keep`, photos whose longer side is at most `keep` are analysed at their own size instead."""
 
-    def __init__(self, size: int, backbone: str = DEFAULT_BACKBONE):
+    def __init__(self, size: int, backbone: str = DEFAULT_BACKBONE, keep: int | None = None):
         bb = load_backbone(backbone)
-        ex = Extractor.create(bb, EngineChoice(), size, models_dir(), log=lambda m: None)
-        cache = MapCache(ex, default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+
+        def cache_at(side):
+            ex = Extractor.create(bb, EngineChoice(), side, models_dir(), log=lambda m: None)
+            return MapCache(ex, default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+
+        cache = cache_at(size)
+        if keep:
+            big, small = cache, cache_at(keep)
+
+            class Mixed:  # per photo: its own size up to `keep`, else `size`
+                @staticmethod
+                def get_many(items):
+                    a, b = big.get_many(items), small.get_many(items)
+                    return [y if max(y.orig_size) <= keep else x for x, y in zip(a, b)]
+
+            cache = Mixed
         uk = ds.ukbench(SHARED / "ukbench")
         rev, loo = ds.paris250(SHARED / "paris250")
         self.uk_images = [str(p) for p in uk.images]
         self.pa_images = [str(p) for p in loo.images]  # all 250; the revisited db is 238 of them
         self.rev_names = [Path(p).stem for p in rev.images]
-        self.images = self.uk_images + self.pa_images  # the union: row i of every matrix
+        # unrelated real photos (no ground truth) that fill libraries up to ~2,700 photos
+        self.dx_images = [str(q) for q in sorted((SHARED / "distractors").rglob("*.jpg"))]
+        self.images = self.uk_images + self.pa_images + self.dx_images  # row i of every matrix
         maps = cache.get_many([(Path(p), None) for p in self.images])
         self.maps = maps
         self.sizes = {Path(p): m.orig_size for p, m in zip(self.images, maps)}
@@ -103,7 +131,7 @@ class Data:
         if mu_from == "burst":
             return np.sort(rows)[:48]
         n_uk = len(self.uk_images)
-        return np.arange(n_uk) if mu_from == "uk" else np.arange(n_uk, len(self.images))
+        return np.arange(n_uk) if mu_from == "uk" else np.arange(n_uk, n_uk + len(self.pa_images))
 
     def describe(self, rows: np.ndarray, mu_from: str = "library") -> dict:
         """Raw descriptors of the database rows and of every query, with mu from `mu_rows`."""
@@ -170,6 +198,12 @@ def whitening(cfg: Config, db: np.ndarray) -> Whitening:
         d = policy.whitening_dim(n, c)
     elif w[0] == "fixed":
         d = w[1] if n >= max(2 * w[1], 64) else 0
+    elif w[0] == "rule":  # ("rule", photos per dim, start): the policy's shape with other numbers
+        d = 0
+        if n >= w[2]:
+            d = policy.MIN_DIM
+            while d * 2 <= min(policy.MAX_DIM, n / w[1]):
+                d *= 2
     elif w[0] == "ratio":
         d = min(512, int(n / w[1]))
         d = d if d >= 16 else 0
@@ -234,7 +268,7 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
             raw = [d[key[cfg.box]][int(r)] for r in uk_rows]
         qs = w.apply(np.stack(raw))
         out["uk box"] = 100 * mean_ap(rank_box(qs, [None] * len(uk_rows)), gnd)["mAP"]
-    pa_rows = [r for r in rows if r >= n_uk]
+    pa_rows = [r for r in rows if n_uk <= r < n_uk + len(data.pa_images)]
     if pa_rows:
         name_row = {Path(data.images[r]).stem: pos[int(r)] for r in pa_rows}
         # revisited box queries, both box modes (the rule keeps both as columns)
@@ -280,9 +314,14 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
 
 
 def subsets(data: Data, kind: str, n: int, seed: int) -> np.ndarray:
-    """A library of n photos: 'uk' (whole groups), 'pa', or 'union' (both, in proportion)."""
+    """A library of n photos: 'uk' (whole groups), 'pa', or 'union' (both, in proportion); with
+    '+dx' ('uk+dx', 'pa+dx', 'union+dx'): the whole set and distractors up to n photos."""
     rng = np.random.default_rng(seed)
     n_uk, n_pa = len(data.uk_images), len(data.pa_images)
+    if kind.endswith("+dx"):
+        base = subsets(data, kind[:-3], n_uk + n_pa, seed)
+        extra = n_uk + n_pa + rng.choice(len(data.dx_images), min(len(data.dx_images), n - len(base)), replace=False)
+        return np.sort(np.concatenate([base, extra]))
     if kind == "pa":
         return np.sort(n_uk + rng.choice(n_pa, min(n, n_pa), replace=False))
     groups = rng.permutation(n_uk // 4)
@@ -317,11 +356,12 @@ def table(title: str, rows: dict[str, dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--exp", default="final", choices=["size", "whiten", "refine", "box", "final", "regional", "mean"])
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "refine", "box", "final", "regional", "mean"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--keep", type=int, default=640, help="--exp final: also photos up to this size analysed at their own (0: not)")
     a = ap.parse_args()
     from app.core.config import DEFAULT_MAX_SIDE
 
@@ -361,6 +401,18 @@ def main():
                 rows = {name: mean_columns(data, kind, n, replace(cfg, box=shipped.box), seeds) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows
                 print(table(f"refinement, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "shrink":
+            # the whitening's shrinkage, D and start around the shipped policy, on the libraries
+            # where it whitens or nearly does (1,000 photos and more)
+            variants = {"shipped": shipped, "shrinkage 2": replace(shipped, shrinkage=2.0),
+                        "shrinkage 8": replace(shipped, shrinkage=8.0),
+                        "D = n/4": replace(shipped, whiten=("rule", 4, policy.MIN_WHITEN)),
+                        "from 512 photos": replace(shipped, whiten=("rule", 8, 512)),
+                        "from 512 photos, shrinkage 8": replace(shipped, whiten=("rule", 8, 512), shrinkage=8.0)}
+            for kind, n in [lib for lib in LIBRARIES if lib[1] >= 1000]:
+                rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"whitening variants, library {kind}, n = {n}", rows), flush=True)
         elif a.exp == "regional":
             variants = {"global (shipped)": shipped, "regions L=2 (box queries)": replace(shipped, regions=2),
                         "regions L=3 (box queries)": replace(shipped, regions=3),
@@ -382,15 +434,24 @@ def main():
             out["union 850"] = rows
             print(table("box modes (union library, 850 photos)", rows))
         else:
-            rows = {}
-            old_data = Data(1024)  # the old defaults analysed photos at 1024 px
-            for kind, n in (("pa", 120), ("union", 250), ("union", 500), ("union", 850), ("uk", 600), ("pa", 250)):
-                old = mean_columns(old_data, kind, n, OLD, seeds)
-                new = mean_columns(data, kind, n, shipped, seeds)
-                rows[f"{kind} n={n} old defaults"] = old
-                rows[f"{kind} n={n} shipped"] = new
-            out = rows
-            print(table("shipped policies against the old defaults", rows))
+            # the shipped policies against the previous ones (33dfabb: 512 px, whitening D = n/8
+            # from 1,024 photos with shrinkage 1) on every set and size, the distractors included;
+            # and an input-size idea measured but not shipped: photos up to 640 px at their own size
+            prev_data = data if size == PREV_SIZE else Data(PREV_SIZE)
+            variants = {"previous": (prev_data, PREV), "shipped": (data, shipped)}
+            if a.keep:
+                variants[f"own size up to {a.keep} px (not shipped)"] = (Data(size, keep=a.keep), shipped)
+            for kind, n in LIBRARIES:
+                rows = {name: mean_columns(dd, kind, n, cfg, seeds) for name, (dd, cfg) in variants.items()}
+                worst = {name: min(r[c] - rows["previous"][c] for c in r) for name, r in rows.items() if name != "previous"}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"{kind}, {n} photos; worst column against the previous: "
+                            + ", ".join(f"{k} {v:+.2f}" for k, v in worst.items()), rows), flush=True)
+            for name in variants:
+                if name != "previous":
+                    diffs = [r[name][c] - r["previous"][c] for r in out.values() for c in r["previous"]]
+                    print(f"\n{name} - previous over {len(diffs)} library columns: worst {min(diffs):+.2f}, "
+                          f"mean {np.mean(diffs):+.2f}, best {max(diffs):+.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
 
