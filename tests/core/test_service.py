@@ -431,3 +431,41 @@ def test_the_model_is_warmed_in_the_background_after_a_start(tmp_path, many, mon
     assert svc2.warm_model() is None  # closed: nothing more is loaded
     late.join(30)
     assert svc2._extractors == []  # the late engine was freed, not left behind
+
+
+def test_a_whitening_fitted_under_the_old_shrinkage_is_refitted_after_the_upgrade(tmp_path, many, monkeypatch, library):
+    """A library whitened before the shrinkage changed (1 -> policy.SHRINKAGE, schema 5 -> 6) gets
+    the new whitening at its next indexing run, not only once it has doubled in size; searches
+    then use it (the snapshot's projection is the one stored)."""
+    from sqlalchemy import text
+
+    from app.core import policy
+    from app.core.aggregate.descriptor import learn_whitening
+
+    monkeypatch.setattr(policy, "MIN_WHITEN", 16)
+    monkeypatch.setattr(policy, "MIN_DIM", 4)
+    monkeypatch.setattr(policy, "SHRINKAGE", 1.0)  # the old policy
+    home = tmp_path / "h"
+    svc = open_lib(home, library)
+    index(svc, [many])
+    old = svc.snapshot().whitening.proj.copy()
+    with svc.catalog.engine.begin() as conn:  # back to what schema 5 had
+        conn.execute(text("ALTER TABLE spaces DROP COLUMN white_shrink"))
+        conn.execute(text("UPDATE meta SET value = '5' WHERE key = 'schema_version'"))
+    svc.close()
+    monkeypatch.setattr(policy, "SHRINKAGE", 4.0)  # the new one
+    svc = open_lib(home, library)
+    try:
+        assert svc.catalog.schema_version() == 6
+        index(svc, [many])  # nothing new to describe
+        sp = svc.writer.target.row
+        assert sp.white_shrink == 4.0 and sp.white_n == 40
+        w = svc.snapshot().whitening
+        ids = svc.writer.target.index.live_ids()
+        want = learn_whitening(svc.catalog.raw_descriptors(sorted(ids), sp.id, sp.info.channels), w.dim, 4.0)
+        assert np.allclose(w.proj, want.proj) and not np.allclose(w.proj, old)
+        snapshot_matches_catalog(svc)
+        index(svc, [many])  # and only once
+        assert svc.writer.target.row.info.white_version == sp.info.white_version
+    finally:
+        svc.close()

@@ -258,8 +258,9 @@ class Catalog:
         self._write(write)
 
     def set_whitening(self, space_id: int, mean: np.ndarray | None, proj: np.ndarray | None, n: int,
-                      before_commit: Callable[[Session, int], None] | None = None) -> int:
-        """Store a new whitening (None: none) fitted on n photos; returns its version.
+                      before_commit: Callable[[Session, int], None] | None = None, shrink: float = 0.0) -> int:
+        """Store a new whitening (None: none) fitted on n photos with eigenvalue shrinkage `shrink`;
+        returns its version.
         `before_commit(session, version)` runs inside the same transaction (PostgreSQL: the new
         vector table becomes the searched one at the same instant)."""
         def write(s):
@@ -270,6 +271,7 @@ class Catalog:
                 sp.white_mean, sp.white_proj = np.asarray(mean, np.float64).tobytes(), np.asarray(proj, np.float64).tobytes()
                 sp.white_dim = int(proj.shape[0])
             sp.white_n, sp.white_version = int(n), sp.white_version + 1
+            sp.white_shrink = 0.0 if proj is None else float(shrink)
             if before_commit is not None:
                 before_commit(s, sp.white_version)
             return sp.white_version
@@ -761,7 +763,8 @@ def _space_row(sp: Space) -> SpaceRow:
     mu = np.frombuffer(sp.mu, np.float64).copy() if sp.mu else None
     wm = np.frombuffer(sp.white_mean, np.float64).copy() if sp.white_dim else None
     wp = np.frombuffer(sp.white_proj, np.float64).reshape(sp.white_dim, sp.channels).copy() if sp.white_dim else None
-    return SpaceRow(info, mu, sp.mu_n or 0, wm, wp, sp.white_n or 0, bool(sp.active), bool(sp.ready), sp.ready_at or 0.0)
+    return SpaceRow(info, mu, sp.mu_n or 0, wm, wp, sp.white_n or 0, bool(sp.active), bool(sp.ready), sp.ready_at or 0.0,
+                    sp.white_shrink or 0.0)
 
 
 def _chunks(seq, n):

@@ -53,7 +53,13 @@ def _v4(conn: Connection) -> None:
     add_column(conn, "images", "camera", String(), "")
 
 
-STEPS = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
+def _v5(conn: Connection) -> None:
+    """The whitening's shrinkage, stored: every whitening fitted before was fitted with 1.0, and is
+    refitted with the policy's at the next indexing run."""
+    add_column(conn, "spaces", "white_shrink", Float(), 1.0)
+
+
+STEPS = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5}
 
 
 def migrate(engine: Engine, version: int) -> None:

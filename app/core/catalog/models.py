@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # A primary key that is SQLite's rowid (INTEGER PRIMARY KEY) there and BIGINT elsewhere.
 ID = BigInteger().with_variant(Integer, "sqlite")
@@ -84,7 +84,8 @@ class Space(Base):
 
     mu: (C,) float64 centring mean of HeW (from a random sample across the library).
     white_mean (C,) / white_proj (D, C) float64: the whitening; empty when not whitened.
-    white_n: how many images the whitening was fitted on; white_version counts refits.
+    white_n: how many images the whitening was fitted on; white_version counts refits;
+    white_shrink: the eigenvalue shrinkage it was fitted with (a new policy refits it).
     active: the space the settings ask for (indexing writes it). ready: an indexing run in it
     has finished, so it answers searches; until then the last ready space keeps answering.
     ready_at: when it became ready (the newest ready space serves)."""
@@ -105,6 +106,7 @@ class Space(Base):
     white_dim: Mapped[int] = mapped_column(Integer, default=0)
     white_n: Mapped[int] = mapped_column(BigInteger, default=0)
     white_version: Mapped[int] = mapped_column(Integer, default=0)
+    white_shrink: Mapped[float] = mapped_column(Float, default=0.0)
     active: Mapped[int] = mapped_column(Integer, default=1)
     precision: Mapped[str] = mapped_column(String, default="f32")
     generation: Mapped[int] = mapped_column(BigInteger, default=0)  # unused since schema 4 (library_state)

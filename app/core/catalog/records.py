@@ -46,6 +46,7 @@ class SpaceRow:
     active: bool
     ready: bool
     ready_at: float
+    white_shrink: float = 0.0  # the eigenvalue shrinkage the whitening was fitted with
 
     @property
     def id(self) -> int:

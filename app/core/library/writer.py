@@ -316,8 +316,11 @@ class LibraryWriter:
         ids = st.index.live_ids()
         n = len(ids)
         dim = policy.whitening_dim(n, sp.info.channels, self.settings.dim)
-        if not force and not policy.refit_due(n, sp.white_n, st.whitening.dim if sp.white_proj is not None else 0,
-                                              sp.info.channels, self.settings.dim):
+        fitted_dim = st.whitening.dim if sp.white_proj is not None else 0
+        # a whitening fitted with another shrinkage than the policy's (a library from before it
+        # changed) is refitted as if its D were due
+        stale = fitted_dim > 0 and dim > 0 and sp.white_shrink != policy.SHRINKAGE
+        if not force and not stale and not policy.refit_due(n, sp.white_n, fitted_dim, sp.info.channels, self.settings.dim):
             return False
         if dim == 0:
             w = Whitening.identity(sp.info.channels)
@@ -330,7 +333,8 @@ class LibraryWriter:
         new_index = st.index.refit(w, cancelled)
         if new_index is None:
             return False
-        self.catalog.set_whitening(sp.id, None if w.is_identity else w.mean, None if w.is_identity else w.proj, n)
+        self.catalog.set_whitening(sp.id, None if w.is_identity else w.mean, None if w.is_identity else w.proj, n,
+                                   shrink=policy.SHRINKAGE)
         st.row = self.catalog.space_by_id(sp.id)
         new_index.with_space(st.row)
         st.whitening, st.index = w, new_index
