@@ -511,6 +511,10 @@ class MainWindow(QMainWindow):
                                          f"{st['failed']} skipped{extra}")
         self.refresh_library(st)
         self._watch_folders()
+        # results shown from a library that has changed since (a search made while indexing, or
+        # before photos were added or removed) are searched again, so no partial list stays
+        if self.last_result is not None and self.last_result.generation != self.svc.snapshot().generation:
+            self.run_search()
         self.indexingFinished.emit(prog)
         if getattr(self, "_reindex_again", False):
             self._reindex_again = False

@@ -503,3 +503,20 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
         qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
     names = [Path(h.path).name for h in window.results_model.hits]
     assert names[0] == "p0.png" and "p0-small.png" not in names, names
+
+
+def test_results_shown_while_the_library_changes_are_searched_again_when_indexing_ends(qtbot, window, tmp_path):
+    """The trial: a search made during indexing kept its partial list (and scores) until the person
+    searched again. When a run that changed the library ends, the shown results are refreshed."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for i in range(6):
+        write_photo(a / f"a{i}.png", i, size=(160, 120))
+    write_photo(b / "twin.png", 50, size=(160, 120))
+    query = tmp_path / "query.jpg"
+    Image.open(b / "twin.png").convert("RGB").save(query, quality=85)
+    index_folder(qtbot, window, a)
+    search(qtbot, window, query)
+    assert not any("twin" in h.path for h in window.results_model.hits)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):  # nobody searches again by hand
+        window.add_folder(str(b))
+    assert Path(window.results_model.hits[0].path).name == "twin.png"
