@@ -189,14 +189,19 @@ class Searcher:
                 m = ex.forward([prepared.array])[0]
             crop = describe_features(np.ascontiguousarray(m.transpose(1, 2, 0)), snap.mu, params)
             fm = FeatureMap(m.transpose(1, 2, 0), prepared.scale, prepared.offset, prepared.orig_size, ex.stride)
-            crop.where = fm.cells_rect(slice(0, m.shape[1]), slice(0, m.shape[2]))
+            # the crop's cells start at the box; the network pads the last ones beyond it
+            x1, y1, x2, y2 = fm.cells_rect(slice(0, m.shape[1]), slice(0, m.shape[2]))
+            bx1, by1, bx2, by2 = req.box
+            crop.where = (x1, y1, min(x2, float(bx2)), min(y2, float(by2)))
             if plan.box_mode == "crop":
                 return _described(crop, req), prepared.orig_size, True, own
         fm, ran = self.feature_map(req, snap)
         d = describe_map(fm, snap.mu, req.box, params)
         if crop is not None:  # hybrid: the map's cells and the crop's own pass, summed
             v = d.raw.astype(np.float64) + crop.raw
-            d.raw = (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
+            # the overlay shows the crop pass's weights: they cover the box as drawn, where the
+            # map's cells stick out of it by up to half a cell (the trial saw the heat 6-12 px off)
+            d = Described((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32), crop.weights, crop.where)
             ran = True
         return _described(d, req), fm.orig_size, ran, own
 
