@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .library import paths
-from .signature import (ASPECT_TOL, ORIENTATION_NAMES, ORIENTATIONS, crop_search, frame_grid, frame_scores, hamming, orient,
-                        variants)
+from .signature import (ASPECT_TOL, ORIENTATION_NAMES, ORIENTATIONS, crop_search, detail_grid, detail_scores, frame_grid, frame_scores,
+                        hamming, orient, variants)
 
 NEAR_DEFAULT = 0.92  # pixel correlation; measured on benchmarks/duplicates.py (README, "Duplicates")
 SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers
@@ -41,6 +41,11 @@ CANDIDATE_FLOOR = 0.50  # descriptor cosine of a candidate pair (a crop of half 
 CROP_MIN_SIDE = 0.5  # a crop keeps at least half of each side of its original
 CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is the whole photo)
 ENLARGED = 1.15  # pixels a crop may have over its window's (window sizes are whole thumbnail pixels)
+# Fine-structure correlation (signature.detail_scores) a whole-photo pair needs besides the
+# threshold: on benchmarks/duplicates.py every source-edit pair reaches 0.72 (a border or a
+# brightness edit; re-encodes, resizes and turns 0.88-1.00), every look-alike that passed the
+# coarse grid stays below 0.47 (UKBench 61/62, two shots from a step aside: 0.46, coarse 0.96).
+DETAIL_MIN = 0.60
 CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
 HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;
 #               other views of one object or building: mostly 9-22; benchmarks/duplicates.py)
@@ -290,8 +295,10 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
 
 
 def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
-    """(pairs (P, 2) catalog ids, cosine (P,), frame ncc (P, 8), change (P, 2)): every candidate
-    pair and its whole-photo pixel scores, independent of the threshold (cached)."""
+    """(pairs (P, 2) catalog ids, cosine (P,), frame ncc (P, 8), change (P, 2), detail (P,)):
+    every candidate pair and its whole-photo pixel scores, independent of the threshold (cached);
+    detail (`detail_scores` in the best orientation) only where the slider could join the pair,
+    else NaN."""
     if "candidates" in cache:
         return cache["candidates"]
     knn, cos, rank = knn_pairs(vecs, K_SMALL, SMALL_FLOOR)
@@ -312,7 +319,12 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
     ok = np.array([a in rows and b in rows and bool(rows[a][9]) and bool(rows[b][9]) for a, b in pairs.tolist()], bool)
     pairs, cos = pairs[ok], cos[ok]
     ncc, change = frame_scores([rows[int(a)][9] for a, _ in pairs.tolist()], [rows[int(b)][9] for _, b in pairs.tolist()])
-    cache["candidates"] = (pairs, cos, ncc, change)
+    detail = np.full(len(pairs), np.nan, np.float32)
+    if len(pairs):
+        sel = np.flatnonzero(ncc.max(axis=1) >= SLIDER_RANGE[0])
+        detail[sel] = detail_scores([rows[int(pairs[i, 0])][9] for i in sel], [rows[int(pairs[i, 1])][9] for i in sel],
+                                    ncc[sel].argmax(axis=1))
+    cache["candidates"] = (pairs, cos, ncc, change, detail)
     return cache["candidates"]
 
 
@@ -334,13 +346,13 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     for group in by_digest.values():
         for other in group[1:]:
             u.join(group[0], other)
-    pairs, cos, ncc, _ = _candidates(ids, vecs, rows, cache)
+    pairs, cos, ncc, _, detail = _candidates(ids, vecs, rows, cache)
     t_cand = time.perf_counter() - t0
     best = ncc.max(axis=1) if len(ncc) else np.zeros(0)
     close = hash_close(pairs, rows)
     windows = []
-    for (a, b), s, near in zip(pairs.tolist(), best.tolist(), close.tolist()):
-        if s >= threshold and near:
+    for (a, b), s, near, fine in zip(pairs.tolist(), best.tolist(), close.tolist(), detail.tolist()):
+        if s >= threshold and near and not fine < DETAIL_MIN:  # NaN (no fine structure stored): not asked
             u.join(a, b)
         elif crops:
             big, small = (a, b) if _content_area(rows[a]) >= _content_area(rows[b]) else (b, a)
@@ -461,6 +473,7 @@ class CopyFilter:
     def __init__(self, threshold: float = NEAR_DEFAULT):
         self.threshold = threshold
         self.grids: list[np.ndarray] = []
+        self.details: list[np.ndarray | None] = []
         self.aspects: list[float] = []
         self.sets: list[int] = []  # per grid: its set
 
@@ -468,15 +481,19 @@ class CopyFilter:
         if not thumb:
             return None
         g, aspect, _, _ = frame_grid(thumb)
+        fine = detail_grid(thumb)
         if self.grids:
             shown, aspects = np.stack(self.grids).reshape(len(self.grids), -1), np.asarray(self.aspects)
             for k, (transpose, _, _) in enumerate(ORIENTATIONS):
                 fits = np.flatnonzero(np.abs(aspects - (-aspect if transpose else aspect)) <= ASPECT_TOL)
                 if len(fits):
                     sims = shown[fits] @ orient(g, k).ravel()
-                    if float(sims.max()) >= self.threshold:
-                        return self.sets[int(fits[int(np.argmax(sims))])]
+                    for j in fits[sims >= self.threshold]:  # the coarse grid, then the fine structure
+                        other = self.details[j]
+                        if fine is None or other is None or float((other * orient(fine, k)).sum()) >= DETAIL_MIN:
+                            return self.sets[int(j)]
         self.grids.append(g)
+        self.details.append(fine)
         self.aspects.append(aspect)
         self.sets.append(max(self.sets, default=-1) + 1)
         return None
