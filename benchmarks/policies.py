@@ -3,6 +3,8 @@
     python benchmarks/policies.py --exp size       # input size sweep, every column, shipped policies
     python benchmarks/policies.py --exp whiten     # mAP against library size n for whitening policies
     python benchmarks/policies.py --exp shrink     # the whitening's shrinkage, D and start (1,000+ photos)
+    python benchmarks/policies.py --exp int8       # int8 (NNCF post-training quantisation) against exact
+    python benchmarks/policies.py --exp hard       # ideas for the Paris Hard box queries (HeR k, regions)
     python benchmarks/policies.py --exp refine     # QE / HeR (and HeR's k) by library size and query kind
     python benchmarks/policies.py --exp box        # box modes: map, crop, hybrid
     python benchmarks/policies.py --exp final      # the shipped policies against the previous ones, every
@@ -42,6 +44,7 @@ from app.core.features.extractor import Extractor  # noqa: E402
 from app.core.features.registry import DEFAULT_BACKBONE, load_backbone  # noqa: E402
 from app.core.rerank.her import her_rerank  # noqa: E402
 from app.core.rerank.qe import expand_query  # noqa: E402
+from int8 import Int8Engine  # noqa: E402  (benchmarks/int8.py)
 
 SHARED = ROOT.parent / "shared" / "data"
 
@@ -81,11 +84,12 @@ class Data:
     """Raw HeW descriptors of every database photo and query variant at one input size; with
     `keep`, photos whose longer side is at most `keep` are analysed at their own size instead."""
 
-    def __init__(self, size: int, backbone: str = DEFAULT_BACKBONE, keep: int | None = None):
+    def __init__(self, size: int, backbone: str = DEFAULT_BACKBONE, keep: int | None = None, engine=None):
         bb = load_backbone(backbone)
 
         def cache_at(side):
-            ex = Extractor.create(bb, EngineChoice(), side, models_dir(), log=lambda m: None)
+            ex = Extractor(bb, engine, side) if engine is not None else \
+                Extractor.create(bb, EngineChoice(), side, models_dir(), log=lambda m: None)
             return MapCache(ex, default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
 
         cache = cache_at(size)
@@ -185,6 +189,19 @@ def rank_regional(cfg: Config, qs: np.ndarray, regions: list[np.ndarray], own: l
         best = np.array([s + int(np.argmax(sims[s: s + len(r)])) for s, r in zip(starts, regions)])
         out += rank(cfg, q[None], flat[best], [own[i]])
     return out
+
+
+def forward_speed(engine, arrays: list[np.ndarray], repeat: int = 2) -> float:
+    """Photos per second through `engine` alone (best of `repeat` passes)."""
+    import time
+
+    best = 0.0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for a in arrays:
+            engine.run(a[None])
+        best = max(best, len(arrays) / (time.perf_counter() - t))
+    return best
 
 
 def whitening(cfg: Config, db: np.ndarray) -> Whitening:
@@ -356,7 +373,7 @@ def table(title: str, rows: dict[str, dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "refine", "box", "final", "regional", "mean"])
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "refine", "box", "final", "regional", "mean"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
@@ -413,6 +430,41 @@ def main():
                 rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows
                 print(table(f"whitening variants, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "hard":
+            # ideas for the Paris Hard box queries, each against the shipped policies, on libraries
+            # with and without the distractors (UKBench columns say what each costs objects)
+            variants = {"shipped": shipped, "HeR k = 400": replace(shipped, her_k=400),
+                        "HeR k = 800 (the paper's)": replace(shipped, her_k=800),
+                        "HeR on every query": replace(shipped, her=True),
+                        "regions L=2 (box queries)": replace(shipped, regions=2),
+                        "regions L=3 (box queries)": replace(shipped, regions=3)}
+            for kind, n in (("pa", 250), ("union", 850), ("union+dx", 1700), ("union+dx", 2703)):
+                rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"Hard landmark ideas, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "int8":
+            # int8 post-training quantisation (NNCF), calibrated on 300 photos of the largest
+            # library (what a user's own photos would be): every column, then the CNN's speed
+            rng = np.random.default_rng(0)
+            calib = [data.images[i] for i in rng.choice(len(data.images), 300, replace=False)]
+            eng = Int8Engine(calib, size, out=default_cache_dir().parent / "int8-models")
+            q = Data(size, engine=eng)
+            for kind, n in LIBRARIES:
+                rows = {"exact": mean_columns(data, kind, n, shipped, seeds), "int8": mean_columns(q, kind, n, shipped, seeds)}
+                worst = min(rows["int8"][c] - rows["exact"][c] for c in rows["exact"])
+                out[f"{kind} n={n}"] = rows
+                print(table(f"int8 against exact, library {kind}, n = {n}: worst column {worst:+.2f}", rows), flush=True)
+            diffs = [r["int8"][c] - r["exact"][c] for r in out.values() for c in r["exact"]]
+            print(f"\nint8 - exact over {len(diffs)} library columns: worst {min(diffs):+.2f}, mean {np.mean(diffs):+.2f}")
+            from app.core.features.preprocess import load_prepared
+
+            bb = load_backbone(DEFAULT_BACKBONE)
+            arrays = [load_prepared(p, size, bb.mean, bb.std).array for p in data.pa_images[:60] + data.uk_images[:60]]
+            exact = Extractor.create(bb, EngineChoice("openvino"), size, models_dir(), log=lambda m: None).engine
+            fx, fq = forward_speed(exact, arrays), forward_speed(eng, arrays)
+            print(f"CNN alone (OpenVINO, {len(arrays)} photos at {size} px, best of 2): exact {fx:.1f} photos/s, "
+                  f"int8 {fq:.1f} photos/s ({fq / fx:.2f}x)")
+            out["speed"] = {"exact": fx, "int8": fq}
         elif a.exp == "regional":
             variants = {"global (shipped)": shipped, "regions L=2 (box queries)": replace(shipped, regions=2),
                         "regions L=3 (box queries)": replace(shipped, regions=3),
