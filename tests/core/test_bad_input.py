@@ -318,3 +318,12 @@ def test_home_inside_or_equal_to_a_photo_folder_is_refused_before_writing(tmp_pa
     assert cli("index", photo_dir, home=home).returncode == 0
     r = cli("index", home.parent, home=home)
     one_line_error(r, "inside")
+
+
+def test_the_data_folder_may_be_given_before_the_command(tmp_path):
+    """`heatsearch --home DIR status` (the window takes --home first, so people write it there for
+    commands too) ran the window's parser, which refused "status" as an unrecognized argument."""
+    home = tmp_path / "h"
+    r = cli("--home", home, "status")  # the status command's own answer about that folder
+    assert r.stderr.strip() == f"heatsearch: no library in {home}: nothing is indexed there yet " \
+                               f"(heatsearch index FOLDER --home {home})", r.stderr
