@@ -38,7 +38,7 @@ class QueryPane(QWidget):
         lg.addWidget(QLabel("repeated"))
         bar = QLabel()
         bar.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(120, 10), np.full((10, 120), 255, np.uint8)]))))
-        bar.setToolTip("Heat map: warm = distinctive parts that carried the description; cool = repeated texture")
+        bar.setToolTip("Heat overlay: warm = distinctive parts that carried the description; cool = repeated texture")
         lg.addWidget(bar)
         lg.addWidget(QLabel("distinctive"))
         lg.addStretch()
