@@ -183,7 +183,7 @@ class MainWindow(QMainWindow):
         self.results_model = self.results.model
         self.results_view = self.results.view
         self.results.changed.connect(lambda: self._debounce.start())
-        self.results.cutoffChanged.connect(lambda _v: self._apply_cutoff())
+        self.results.cutoffChanged.connect(lambda _v: (self._apply_cutoff(), self._refresh_viewer()))
         self.results.filter_btn.toggled.connect(self._filters_opened)
         self.delegate = ThumbnailDelegate(self.loader, self.results_view)
         self.results_view.setItemDelegate(self.delegate)
@@ -366,11 +366,7 @@ class MainWindow(QMainWindow):
             self.results_model.set_hits(hits)
             self.preview.clear()
             self._apply_cutoff()
-            viewer = getattr(self, "_viewer", None)
-            if viewer is not None and viewer.isVisible():
-                viewer.show_results(hits, min(viewer.row, max(0, len(hits) - 1)), self.heat_action.isChecked())
-                if not hits:
-                    viewer.close()
+            self._refresh_viewer()
 
     def forget_missing(self):
         n = self.svc.stats().get("missing", 0)
@@ -409,7 +405,7 @@ class MainWindow(QMainWindow):
         else:
             c.pause()
             self.pause_btn.setText("Resume")
-            self._paused_note = " (paused)"
+            self._paused_note = ", paused"
         if self.last_progress is not None:
             self._show_progress(self.last_progress)
 
@@ -454,9 +450,16 @@ class MainWindow(QMainWindow):
                 self.index_label.setText(f"{folder} could not be removed: {ev.data}")
             self.refresh_library()
             self._watch_folders()
+            self._search_again_if_changed()
         elif kind == "failed":
             self.index_label.setText(ev.data)
             QMessageBox.warning(self, "HeatSearch", ev.data)
+
+    def _search_again_if_changed(self) -> None:
+        """Results shown from a library that has changed since (a search made while indexing, or
+        before photos were added or removed) are searched again: no partial or stale list stays."""
+        if self.last_result is not None and self.last_result.generation != self.svc.snapshot().generation:
+            self.run_search()
 
     def _show_progress(self, prog):
         if prog.total:
@@ -477,7 +480,8 @@ class MainWindow(QMainWindow):
             eta = ""
             if prog.eta_s is not None and not self._paused_note:
                 eta = f", {time_left(prog.eta_s)}"
-            text = f"Indexing {prog.done} of {prog.total}{self._paused_note} ({prog.rate:.1f} photos/s{eta})"
+            rate = f" ({prog.rate:.1f} photos/s{eta})" if prog.done and not self._paused_note else ""
+            text = f"Indexing {prog.done} of {prog.total}{self._paused_note}{rate}"
             if prog.failed:
                 text += f"; {prog.failed} skipped"
         if prog.message:
@@ -503,18 +507,15 @@ class MainWindow(QMainWindow):
                 totals = dict(getattr(prog, "folder_totals", {}) or {})
                 self._left = {f["path"]: max(0, totals.get(f["id"], 0) - f.get("indexed", 0) - f.get("failed", 0))
                               for f in st.get("folders", [])} if totals else {}
-                self.index_label.setText(f"Indexing stopped: {plural(st['indexed'], 'photo')} searchable, "
-                                         f"{plural(left, 'photo')} not indexed yet (Resume in the Library pane)")
+                self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go "
+                                         "(Resume: Library pane)")
             else:
                 self._left = {}
                 self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, "
                                          f"{st['failed']} skipped{extra}")
         self.refresh_library(st)
         self._watch_folders()
-        # results shown from a library that has changed since (a search made while indexing, or
-        # before photos were added or removed) are searched again, so no partial list stays
-        if self.last_result is not None and self.last_result.generation != self.svc.snapshot().generation:
-            self.run_search()
+        self._search_again_if_changed()
         self.indexingFinished.emit(prog)
         if getattr(self, "_reindex_again", False):
             self._reindex_again = False
@@ -669,6 +670,7 @@ class MainWindow(QMainWindow):
         self.results_model.set_hits(res.hits)
         self.preview.clear()
         self._apply_cutoff()
+        self._refresh_viewer()
         self.query_view.set_weights(res.query_weights, res.weights_box)
         t = res.timings
         plan = res.plan
@@ -703,7 +705,7 @@ class MainWindow(QMainWindow):
         if not hits:
             msg = "No results" + (" (the filters leave no photo)" if self.last_request and self.last_request.filters.active else "")
         elif hidden:
-            msg = f"{shown} shown of {len(hits)}: the relevance cut-off hides {hidden} (move it left to see them)"
+            msg = f"{shown} shown of {len(hits)}; the cut-off hides {hidden}"
         else:
             msg = f"{len(hits)} results"
         self.results.info.setText(msg)
@@ -726,9 +728,27 @@ class MainWindow(QMainWindow):
             viewer.searchWith.connect(self.set_query_path)
             viewer.drawBoxOn.connect(self._draw_box_on)
             viewer.currentChanged.connect(lambda row: self.results_view.setCurrentIndex(self.results_model.index(row)))
-        viewer.show_results(self.results_model.hits, index.row(), self.heat_action.isChecked())
+        viewer.show_results(self._shown_hits(), index.row(), self.heat_action.isChecked())
         viewer.show()
         viewer.raise_()
+
+    def _refresh_viewer(self) -> None:
+        """An open viewer pages through the results as they are now, staying on its photo if shown."""
+        viewer = getattr(self, "_viewer", None)
+        if viewer is None or not viewer.isVisible():
+            return
+        hits = self._shown_hits()
+        if not hits:
+            viewer.close()
+            return
+        here = viewer.hit.path if viewer.hit is not None else None
+        row = next((i for i, h in enumerate(hits) if h.path == here), min(viewer.row, len(hits) - 1))
+        viewer.show_results(hits, row, self.heat_action.isChecked())
+
+    def _shown_hits(self) -> list:
+        """The results the grid shows: those at or above the cut-off (scores never rise down the
+        list, so they are its first rows)."""
+        return [h for h in self.results_model.hits if h.score >= self.results.min_score]
 
     def _draw_box_on(self, path: str):
         self.set_query_path(path)

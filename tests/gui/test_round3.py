@@ -122,6 +122,28 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed drop"), timeout=20000)
     assert "6 photos forgotten" in window.index_label.text()
     assert window.library.folder_list.count() == 1
+    # and the results are searched again in the library as it is now (the trial: "18 results" with
+    # the old scores stayed until the person searched again)
+    qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
+    assert sorted(Path(h.path).name for h in window.results_model.hits) == sorted(f"k{i}.png" for i in range(6))
+
+
+def test_the_viewer_pages_through_what_the_cutoff_shows(qtbot, window, photo_dir):
+    """The trial: with 45 of 100 results shown, the viewer's arrows went on to "#46 of 100 ·
+    relevance 0.08", photos the cut-off hides."""
+    index_folder(qtbot, window, photo_dir)
+    res = search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    scores = [h.score for h in res.hits]
+    window.results.cutoff.setValue(int(scores[len(scores) // 2] * 100 + 1))
+    shown = sum(not window.results_view.isRowHidden(r) for r in range(len(scores)))
+    assert 0 < shown < len(scores)
+    viewer = open_viewer(qtbot, window)
+    seen = []
+    for _ in range(shown + 1):
+        seen.append(viewer.hit.path)
+        qtbot.keyClick(viewer.scroll, Qt.Key_Right)
+    assert len(set(seen)) == shown and seen[-1] == seen[0]  # round the shown ones, back to the first
+    assert f"of {shown} " in viewer.caption.text()
 
 
 def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window, tmp_path, monkeypatch):
@@ -460,13 +482,15 @@ def test_the_viewer_zooms_with_the_plain_wheel_and_takes_ctrl_h(qtbot, window, p
     viewer.close()
 
 
-def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexing(qtbot, window, tmp_path):
+def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexing(qtbot, window, tmp_path,
+                                                                                   monkeypatch):
     """The trial: "48 of 603 indexed" in the Library pane beside "Indexing 96 of 603" in the status
     line (the pane's count is refreshed at most every 1.5 s, the status line's on every batch)."""
     import re
 
+    monkeypatch.setattr("app.core.library.service.STATS_EVERY", 0.05)  # counts published during a short run
     d = tmp_path / "many"
-    for i in range(400):  # indexed for a few seconds: the pane is refreshed during the run
+    for i in range(400):
         write_photo(d / f"p{i:03d}.png", i, size=(96, 72))
     seen = []
     # connected after the window's own slot: called once the window has shown the event

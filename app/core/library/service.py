@@ -50,6 +50,8 @@ class Event:
     data: Any = None
 
 
+STATS_EVERY = 1.5  # s: the counts (a catalog query) are published at most this often while indexing
+
 class JobControl:
     """Pause / resume / cancel from any thread; a job honours them between steps. Paused time is
     accounted so rates and ETAs can leave it out."""
@@ -464,7 +466,7 @@ class LibraryService:
     _last_stats = 0.0
 
     def _maybe_stats(self) -> None:
-        if time.monotonic() - self._last_stats > 1.5:
+        if time.monotonic() - self._last_stats > STATS_EVERY:
             self._publish_stats()
 
     def _publish_stats(self) -> None:
