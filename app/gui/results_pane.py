@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSlider, QSpinBox,
+                               QStyledItemDelegate,
                                QVBoxLayout, QWidget)
 
 from ..core.library.paths import display
@@ -17,6 +18,18 @@ from ..core.library.paths import is_within
 from .results import ResultsModel, ResultsView
 from .widgets import DateField, ElidedLabel
 
+
+DEPTH_ROLE = Qt.UserRole + 1  # folder filter items: how deep below a library folder (0: the folder)
+
+
+class _IndentedItems(QStyledItemDelegate):
+    """Draws each item of the folder list indented by its DEPTH_ROLE (the name stays the item's
+    text, so typing it still picks it)."""
+
+    def initStyleOption(self, option, index):  # noqa: N802 - Qt's name
+        super().initStyleOption(option, index)
+        depth = index.data(DEPTH_ROLE) or 0
+        option.rect = option.rect.adjusted(18 * depth, 0, 0, 0)
 
 class ResultsPane(QWidget):
     changed = Signal()  # a control that needs a new search (count, duplicates, filters)
@@ -59,6 +72,7 @@ class ResultsPane(QWidget):
         self.folder.setMinimumContentsLength(10)
         self.folder.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         self.folder.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.folder.setItemDelegate(_IndentedItems(self.folder))  # subfolders shown under their folder
         for w in (QLabel("Folder"), self.folder):
             fb.addWidget(w)
         fv.addLayout(fb)
@@ -120,8 +134,10 @@ class ResultsPane(QWidget):
             self.folder.addItem(display(f), f)
             for sub in subfolders or ():
                 if sub != f and is_within(sub, f):
-                    self.folder.addItem(display(os.path.relpath(sub, f)), sub)
+                    rel = os.path.relpath(sub, f)
+                    self.folder.addItem(display(rel), sub)
                     self.folder.setItemData(self.folder.count() - 1, display(sub), Qt.ToolTipRole)
+                    self.folder.setItemData(self.folder.count() - 1, 1 + rel.count(os.sep), DEPTH_ROLE)
         self.folder.setCurrentIndex(max(0, self.folder.findData(current or "")))
         self.folder.blockSignals(False)
 
@@ -133,8 +149,8 @@ class ResultsPane(QWidget):
         current = self.when.currentData()
         choices = [("Any time", ("any",)), ("Last 30 days", ("days", 30)), ("Last 12 months", ("days", 365)),
                    ("This year", ("year", today.year)), ("Last year", ("year", today.year - 1))]
-        if self._span:
-            for y in range(self._span[1].year, max(self._span[0].year, self._span[1].year - 12) - 1, -1):
+        if self._span:  # every year the library holds (it listed only the last 12)
+            for y in range(self._span[1].year, max(self._span[0].year, self._span[1].year - 60) - 1, -1):
                 if y < today.year - 1:
                     choices.append((str(y), ("year", y)))
         choices.append(("Custom range…", ("custom",)))
@@ -179,6 +195,8 @@ class ResultsPane(QWidget):
             after, before = stamp(date(kind[1], 1, 1)), stamp(date(kind[1] + 1, 1, 1))
         elif kind[0] == "custom":
             a, b = self.after.date(), self.before.date()
+            if a and b and a > b:  # typed the other way round: the range the person meant
+                a, b = b, a
             after = stamp(a) if a else None
             before = stamp(b + timedelta(days=1)) if b else None
         return Filters((folder,) if folder else (), after, before)

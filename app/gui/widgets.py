@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QDate, QSize, Qt, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import (QCalendarWidget, QHBoxLayout, QLabel, QLineEdit, QMenu, QSizePolicy, QToolButton, QWidget,
                                QWidgetAction)
@@ -74,6 +74,14 @@ class DateField(QWidget):
         self._day: date | None = None
         self.edit.editingFinished.connect(self._typed)
         self.calendar.clicked.connect(self._picked)
+        menu.aboutToShow.connect(self._show_day)
+
+    def _show_day(self) -> None:
+        """The calendar opens at the day in the field (it opened at today's month)."""
+        if self._day is not None:
+            day = QDate(self._day.year, self._day.month, self._day.day)
+            self.calendar.setSelectedDate(day)
+            self.calendar.setCurrentPage(day.year(), day.month())
 
     def date(self) -> date | None:
         return self._day

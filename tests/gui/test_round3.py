@@ -544,3 +544,58 @@ def test_results_shown_while_the_library_changes_are_searched_again_when_indexin
     with qtbot.waitSignal(window.searchFinished, timeout=30000):  # nobody searches again by hand
         window.add_folder(str(b))
     assert Path(window.results_model.hits[0].path).name == "twin.png"
+
+
+def test_the_date_filter_opens_at_its_day_offers_every_year_and_reads_a_reversed_range(qtbot, window, tmp_path):
+    """The trial: both calendars opened at today's month whatever the field held; the quick list
+    stopped 12 years back (photos from 2005 had no entry); a range typed the other way round gave
+    "No results"; subfolders were not set under their folder in the folder list."""
+    import time as _time
+    from datetime import date
+
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    from app.gui.results_pane import DEPTH_ROLE
+
+    d = tmp_path / "lib"
+    for i, year in enumerate((2005, 2012, 2024)):
+        p = write_photo(d / "trip" / "day" / f"p{i}.png", i, size=(120, 90))
+        t = _time.mktime((year, 6, 1, 12, 0, 0, 0, 0, -1))
+        os.utime(p, (t, t))
+    index_folder(qtbot, window, d)
+    search(qtbot, window, d / "trip" / "day" / "p0.png")
+    qtbot.mouseClick(window.results.filter_btn, Qt.LeftButton)
+    when = window.results.when
+    assert "2005" in [when.itemText(i) for i in range(when.count())]
+    when.setCurrentIndex(when.findText("Custom range…"))
+    after = window.results.after
+    assert after.date() == date(2005, 6, 1)
+    pages = []
+
+    def look():  # the calendar's page while its menu is open, then close it as a person would (Esc)
+        pages.append((after.calendar.yearShown(), after.calendar.monthShown()))
+        after.pick.menu().close()
+
+    QTimer.singleShot(300, look)
+    qtbot.mouseClick(after.pick, Qt.LeftButton)
+    qtbot.waitUntil(lambda: bool(pages), timeout=5000)
+    assert pages[0] == (2005, 6)
+    # a range typed the other way round reads as the range meant
+    for field, text in ((window.results.after.edit, "2013-01-01"), (window.results.before.edit, "2004-01-01")):
+        field.setFocus()
+        qtbot.keyClick(field, Qt.Key_A, Qt.ControlModifier)
+        qtbot.keyClicks(field, text)
+        qtbot.keyClick(field, Qt.Key_Return)
+    qtbot.waitUntil(lambda: sorted(Path(h.path).name for h in window.results_model.hits) == ["p0.png", "p1.png"],
+                    timeout=20000)
+    # the subfolders are drawn under their folder, deeper ones further in
+    folder = window.results.folder
+    qtbot.waitUntil(lambda: folder.findData(str((d / "trip" / "day").resolve())) > 0, timeout=10000)
+    delegate, view = folder.itemDelegate(), folder.view()
+    lefts = {}
+    for i in range(folder.count()):
+        opt = QStyleOptionViewItem()
+        opt.rect = view.visualRect(folder.model().index(i, 0))
+        delegate.initStyleOption(opt, folder.model().index(i, 0))
+        lefts[folder.itemText(i)] = (opt.rect.left(), folder.itemData(i, DEPTH_ROLE) or 0)
+    assert lefts["trip"][0] > lefts["All folders"][0] and lefts["trip/day"][0] > lefts["trip"][0], lefts
