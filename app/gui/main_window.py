@@ -296,6 +296,9 @@ class MainWindow(QMainWindow):
         self.wants_maximized = False  # a laptop screen: the first window fills it (frame and title bar included)
         if geo is not None:
             self.restoreGeometry(geo)
+            # shown maximized again when it was (restoreGeometry alone brought it back at its
+            # normal size on X11 window managers)
+            self.wants_maximized = str(self.ui_settings.value("maximized", "false")) == "true"
         else:
             screen = QGuiApplication.primaryScreen()
             avail = screen.availableGeometry().size() if screen is not None else QSize(1400, 880)
@@ -880,6 +883,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, e):
         self.ui_settings.setValue("geometry", self.saveGeometry())
+        self.ui_settings.setValue("maximized", "true" if self.isMaximized() else "false")
         self.ui_settings.setValue("state", self.saveState())
         self.ui_settings.setValue("split", self.split.saveState())
         self.ui_settings.sync()

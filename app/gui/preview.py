@@ -2,6 +2,8 @@
 Always about the current selection of the current result list: cleared by a new search."""
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
@@ -47,7 +49,10 @@ class PreviewPane(QWidget):
             self.clear()
             return
         self.hit = hit
-        self.caption.setText(f"#{hit.rank} · relevance {hit.score:.2f} · similarity {hit.similarity:.3f}\n{display(hit.path)}")
+        # the name on a line of its own: a long path has no space to wrap at, and was cut mid-name
+        folder, name = os.path.split(display(hit.path))
+        self.caption.setText(f"#{hit.rank} · relevance {hit.score:.2f}\n{name}\n{folder}")
+        self.caption.setToolTip(display(hit.path))
         self._render()
 
     def set_heat(self, on: bool) -> None:

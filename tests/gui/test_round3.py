@@ -599,3 +599,34 @@ def test_the_date_filter_opens_at_its_day_offers_every_year_and_reads_a_reversed
         delegate.initStyleOption(opt, folder.model().index(i, 0))
         lefts[folder.itemText(i)] = (opt.rect.left(), folder.itemData(i, DEPTH_ROLE) or 0)
     assert lefts["trip"][0] > lefts["All folders"][0] and lefts["trip/day"][0] > lefts["trip"][0], lefts
+
+
+def test_a_maximised_window_opens_maximised_again(qtbot, tiny_home):
+    """The trial: maximised, quit, started again: the window came back at its normal size (960x620
+    on a 1366x768 screen, with a narrow preview)."""
+    from tests.gui.conftest import make_window
+
+    win = make_window(qtbot, tiny_home)
+    win.showMaximized()
+    qtbot.waitUntil(win.isMaximized, timeout=5000)
+    win.close()  # as the person quits: the window's close saves where it was
+    again = make_window(qtbot, tiny_home)
+    try:
+        assert again.wants_maximized
+    finally:
+        again.close()
+
+
+def test_the_preview_gives_the_name_a_line_of_its_own(qtbot, window, tmp_path):
+    """The trial: at 1920x1080 the preview's path was cut mid-name ("paris_defense_000050.j"): a
+    path has no space to wrap at. Now the name has its own line, the folder the next."""
+    d = tmp_path / "a-rather-long-folder-name-for-photos" / "another-level-of-folders"
+    for i in range(4):
+        write_photo(d / f"paris_defense_{i:06d}.png", i, size=(120, 90))
+    index_folder(qtbot, window, d)
+    search(qtbot, window, d / "paris_defense_000001.png")
+    view = window.results_view
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(1)).center())
+    hit = window.results_model.hits[1]
+    lines = window.preview.caption.text().split("\n")
+    assert lines[1] == Path(hit.path).name and lines[2] == str(Path(hit.path).parent)
