@@ -66,6 +66,8 @@ def _reason(e: Exception) -> str:
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     text = str(e).splitlines()[0][:160] if str(e) else ""
+    if text.startswith("image file is truncated"):  # Pillow's words, with a byte count nobody needs
+        return "the file ends early (an incomplete copy or download)"
     if isinstance(e, (OSError, ValueError, SyntaxError, EOFError)):
         return text or "the file ends or breaks off early"
     return f"{type(e).__name__}: {text}" if text else type(e).__name__

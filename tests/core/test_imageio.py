@@ -1,11 +1,12 @@
 import os
+from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from app.core.errors import ImageError
-from app.core.imageio import open_oriented
-from tests.conftest import write_photo
+from app.core.imageio import decode, open_oriented
+from tests.conftest import shared_photos, write_photo
 
 
 def bad_files(d):
@@ -53,3 +54,18 @@ def test_reading_never_modifies_the_photo(tmp_path):
     img, orig = open_oriented(f, draft_side=64)
     assert orig == (200, 300) and img.size[0] <= 200
     assert (f.read_bytes(), f.stat().st_mtime_ns) == before
+
+
+def test_a_file_that_ends_early_is_said_in_words():
+    """The trial's Log: "corrupt or truncated image: image file is truncated (48 bytes not
+    processed)", Pillow's words and a byte count. A real photo cut short, as an interrupted copy
+    leaves it (the end of the compressed data gone)."""
+    data = shared_photos("ukbench", 1)[0].read_bytes()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as t:
+        f = Path(t) / "cut.jpg"
+        f.write_bytes(data[: len(data) - 2000])
+        with pytest.raises(ImageError) as e:
+            decode(f)
+    assert str(e.value) == "corrupt or truncated image: the file ends early (an incomplete copy or download)"
