@@ -39,6 +39,28 @@ QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at m
 MIN_SIZE = QSize(960, 620)
 
 
+SHORTCUTS = """<table cellspacing=4>
+<tr><td colspan=2><b>Searching</b></td></tr>
+<tr><td>Ctrl+O</td><td>Open a photo to search with</td></tr>
+<tr><td>Ctrl+V</td><td>Search with a copied photo, file or path</td></tr>
+<tr><td>B</td><td>Draw a box on the query photo (a centred box)</td></tr>
+<tr><td>Arrows / Shift+arrows</td><td>Move the box / change its size</td></tr>
+<tr><td>Esc</td><td>Clear the box: search the whole photo</td></tr>
+<tr><td>Tab</td><td>From the query photo to the results</td></tr>
+<tr><td colspan=2><b>Results</b></td></tr>
+<tr><td>Enter</td><td>Open the result in the viewer</td></tr>
+<tr><td>Ctrl+H</td><td>Heat overlay on or off</td></tr>
+<tr><td colspan=2><b>Viewer</b></td></tr>
+<tr><td>Left / Right</td><td>Previous / next result</td></tr>
+<tr><td>F</td><td>Fit to the window / actual size</td></tr>
+<tr><td>+ / - or the wheel</td><td>Zoom</td></tr>
+<tr><td>H or Ctrl+H</td><td>Heat overlay</td></tr>
+<tr><td colspan=2><b>The app</b></td></tr>
+<tr><td>Ctrl+,</td><td>Settings</td></tr>
+<tr><td>F1</td><td>This list</td></tr>
+<tr><td>Ctrl+Q</td><td>Quit</td></tr>
+</table>"""
+
 class MainWindow(QMainWindow):
     searchFinished = Signal(object)  # SearchResult shown, or None when the search failed
     indexingFinished = Signal(object)  # last Progress (None when it failed)
@@ -240,6 +262,8 @@ class MainWindow(QMainWindow):
             act = QAction(text, self)
             if key is not None:
                 act.setShortcut(key)
+            if text == "Settings…" and not QKeySequence.keyBindings(QKeySequence.Preferences):
+                act.setShortcut(QKeySequence("Ctrl+,"))  # the platform binds none (Linux)
             if text == "Quit":  # also from the viewer's and the duplicates view's windows
                 act.setShortcuts(QKeySequence.keyBindings(QKeySequence.Quit) or [QKeySequence("Ctrl+Q")])  # some platforms bind none
                 act.setShortcutContext(Qt.ApplicationShortcut)
@@ -268,6 +292,11 @@ class MainWindow(QMainWindow):
         clear.triggered.connect(self.query_view.clear_box)
         self.addAction(clear)
         hm = self.menuBar().addMenu("&Help")
+        keys = QAction("Keyboard shortcuts", self)
+        keys.setShortcut(QKeySequence.HelpContents)  # F1
+        keys.triggered.connect(self.show_shortcuts)
+        hm.addAction(keys)
+        self.addAction(keys)
         about = QAction("About HeatSearch", self)
         about.triggered.connect(self.show_about)
         hm.addAction(about)
@@ -867,6 +896,22 @@ class MainWindow(QMainWindow):
         self.svc.apply_settings(new)
         self.results.count.setValue(new.top)
         return True
+
+    def show_shortcuts(self):
+        """The keys of every action, in one window that stays open beside the app (F1)."""
+        dlg = getattr(self, "_keys_dialog", None)
+        if dlg is None:
+            dlg = self._keys_dialog = QDialog(self)
+            dlg.setWindowTitle("Keyboard shortcuts — HeatSearch")
+            v = QVBoxLayout(dlg)
+            text = QLabel(SHORTCUTS)
+            text.setTextFormat(Qt.RichText)
+            v.addWidget(text)
+            buttons = QDialogButtonBox(QDialogButtonBox.Close)
+            buttons.rejected.connect(dlg.close)
+            v.addWidget(buttons)
+        dlg.show()
+        dlg.raise_()
 
     def show_about(self):
         QMessageBox.about(self, "About HeatSearch", about_text())

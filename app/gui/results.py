@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from PySide6.QtCore import QAbstractListModel, QMimeData, QModelIndex, QRect, QSize, Qt, QUrl
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPixmap
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate
 
 from ..core.heatmap import overlay_rgba
@@ -116,6 +116,9 @@ class ThumbnailDelegate(QStyledItemDelegate):
         selected = bool(option.state & QStyle.State_Selected)
         if selected:
             p.fillRect(option.rect, option.palette.highlight())
+        elif option.state & QStyle.State_HasFocus:  # where the keyboard is (Tab into the grid)
+            p.setPen(QPen(option.palette.highlight().color(), 2))
+            p.drawRect(option.rect.adjusted(1, 1, -1, -1))
         area = QRect(rect.x(), rect.y(), rect.width(), rect.height() - CAPTION)
         pm = self._pixmap(hit.path)
         if pm is not None and not pm.isNull():

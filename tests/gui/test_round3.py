@@ -630,3 +630,46 @@ def test_the_preview_gives_the_name_a_line_of_its_own(qtbot, window, tmp_path):
     hit = window.results_model.hits[1]
     lines = window.preview.caption.text().split("\n")
     assert lines[1] == Path(hit.path).name and lines[2] == str(Path(hit.path).parent)
+
+
+def test_f1_lists_the_keys_and_the_grid_shows_where_the_keyboard_is(qtbot, window, photo_dir):
+    """The trial: Help held only "About"; Tab reached the grid with nothing showing it; and
+    Settings had no key on Linux (the platform binds none to Preferences)."""
+    from PySide6.QtGui import QImage
+
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    window.activateWindow()
+    qtbot.wait(200)
+    if window.isActiveWindow():
+        qtbot.keyClick(window, Qt.Key_F1)
+    else:  # an X server without a window manager never activates a window: Help > the item, by mouse
+        bar = window.menuBar()
+        help_menu = [a for a in bar.actions() if a.text() == "&Help"][0]
+        qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.actionGeometry(help_menu).center())
+        menu = help_menu.menu()
+        qtbot.waitUntil(menu.isVisible, timeout=3000)
+        item = [a for a in menu.actions() if a.text() == "Keyboard shortcuts"][0]
+        qtbot.mouseClick(menu, Qt.LeftButton, pos=menu.actionGeometry(item).center())
+    dlg = getattr(window, "_keys_dialog", None)
+    assert dlg is not None and dlg.isVisible()
+    from PySide6.QtWidgets import QLabel
+
+    text = " ".join(w.text() for w in dlg.findChildren(QLabel))
+    assert "Ctrl+H" in text and "Ctrl+Q" in text and "Ctrl+," in text
+    dlg.close()
+    settings = [a for a in window.findChildren(type(window.heat_action)) if a.text() == "Settings…"][0]
+    assert settings.shortcut().toString() != ""
+    # the grid with the keyboard on its first cell (current, not selected): a frame is drawn there
+    view = window.results_view
+    view.clearSelection()
+    view.setFocus()
+    view.selectionModel().setCurrentIndex(window.results_model.index(0), view.selectionModel().SelectionFlag.NoUpdate)
+    if QApplication.platformName() != "offscreen" and not window.isActiveWindow():
+        return  # no window manager: nothing has the keyboard, so no frame is drawn (checked offscreen)
+    qtbot.waitUntil(view.hasFocus, timeout=3000)
+    rect = view.visualRect(window.results_model.index(0))
+    img = view.viewport().grab(rect).toImage().convertToFormat(QImage.Format_RGB32)
+    hl = view.palette().highlight().color()
+    edge = [img.pixelColor(x, 1) for x in range(4, img.width() - 4)]
+    assert sum(c == hl for c in edge) > len(edge) // 2
