@@ -73,8 +73,6 @@ class ResultsPane(QWidget):
         self.folder.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         self.folder.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.folder.setItemDelegate(_IndentedItems(self.folder))  # subfolders shown under their folder
-        for w in (QLabel("Folder"), self.folder):
-            fb.addWidget(w)
         fv.addLayout(fb)
         tb = QHBoxLayout()
         self.when = QComboBox()
@@ -87,7 +85,11 @@ class ResultsPane(QWidget):
         self.clear_filters.setToolTip("Search the whole library again")
         self.to_label = QLabel("to")
         self.to_label.setVisible(False)
-        for w in (QLabel("Taken"), self.when, self.after, self.to_label, self.before, self.clear_filters):
+        # Clear beside the folder: the second row holds a typed range in a narrow results pane
+        # (both day fields overlapped the choice of time at 960 px)
+        for w in (QLabel("Folder"), self.folder, self.clear_filters):
+            fb.addWidget(w)
+        for w in (QLabel("Taken"), self.when, self.after, self.to_label, self.before):
             tb.addWidget(w)
         tb.addStretch()
         fv.addLayout(tb)

@@ -673,3 +673,4 @@ def test_f1_lists_the_keys_and_the_grid_shows_where_the_keyboard_is(qtbot, windo
     hl = view.palette().highlight().color()
     edge = [img.pixelColor(x, 1) for x in range(4, img.width() - 4)]
     assert sum(c == hl for c in edge) > len(edge) // 2
+
