@@ -349,6 +349,7 @@ class MainWindow(QMainWindow):
     # ---- library --------------------------------------------------------------------------------
     def refresh_library(self, stats: dict | None = None):
         stats = stats or self.svc.stats()
+        self._indexed_now = stats.get("indexed")  # the status line counts as the pane does
         self.library.update_stats(stats, indexing=self.index_cmd is not None, left=self._left)
         self.results.set_folders([f["path"] for f in stats.get("folders", [])], self._subfolders)
         if stats.get("taken_range") != self._taken_range:
@@ -453,6 +454,10 @@ class MainWindow(QMainWindow):
         if kind == "started" and ev.data == "index":
             self.index_cmd = ev.command
             self.last_progress = None
+            # the status line counts over the library, as the Library pane does: photos indexed
+            # before this run, plus the run's (a resumed run's own "56 of 147" stood beside the
+            # pane's "160 of 251"); each "stats" gives the pair the pane shows
+            self._base, self._count = self._indexed_now or 0, None
             self.progress.setVisible(True)
             self.progress.setRange(0, 0)
             self.pause_btn.setVisible(True)
@@ -467,8 +472,11 @@ class MainWindow(QMainWindow):
             # "stats", at most 1.5 s later): two counts taken at different times disagreed
         elif kind == "stats":
             self.refresh_library(ev.data)
-            if self.index_cmd is not None and self.last_progress is not None:
-                self._show_progress(self.last_progress)
+            lp = self.last_progress
+            if self.index_cmd is not None and lp is not None:
+                if lp.phase == "indexing":
+                    self._count = (self._indexed_now, self._indexed_now + max(0, lp.total - lp.done))
+                self._show_progress(lp)
         elif kind == "log":
             self.index_label.setText(ev.data)
         elif kind in ("done", "failed") and ev.command == self.index_cmd:
@@ -513,7 +521,9 @@ class MainWindow(QMainWindow):
             if prog.eta_s is not None and not self._paused_note:
                 eta = f", {time_left(prog.eta_s)}"
             rate = f" ({prog.rate:.1f} photos/s{eta})" if prog.done and not self._paused_note else ""
-            text = f"Indexing {prog.done} of {prog.total}{self._paused_note}{rate}"
+            base = getattr(self, "_base", 0)
+            done, total = getattr(self, "_count", None) or (base + prog.done, base + prog.total)
+            text = f"Indexing {done} of {total}{self._paused_note}{rate}"
             if prog.failed:
                 text += f"; {prog.failed} skipped"
         if prog.message:
@@ -607,6 +617,7 @@ class MainWindow(QMainWindow):
             self.searchFinished.emit(None)
             return
         self.query_path, self.query_pixels = path, None
+        self._new_query()
         self._query_orig = orig
         self.query_view.set_image(None, "Loading…", orig_size=orig)
         self.loader.request(path, QUERY_LOAD)
@@ -631,6 +642,14 @@ class MainWindow(QMainWindow):
             if self.last_result is not None and self.last_request is not None and self.last_request.path == path:
                 self.query_view.set_weights(self.last_result.query_weights, self.last_result.weights_box)
 
+    def _new_query(self) -> None:
+        """Another photo to search with: the viewer of the old results closes (a search behind it
+        relabelled its photo "#88 of 100"), and the next results are shown from their top."""
+        viewer = getattr(self, "_viewer", None)
+        if viewer is not None and viewer.isVisible():
+            viewer.close()
+        self._scroll_top = True
+
     def set_query_image(self, img: QImage):
         img = img.convertToFormat(QImage.Format_RGB888)
         ptr = img.constBits()
@@ -639,6 +658,7 @@ class MainWindow(QMainWindow):
         arr = np.frombuffer(ptr, np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3]
         self.query_pixels = PILImage.fromarray(arr.reshape(img.height(), img.width(), 3).copy())
         self.query_path = None
+        self._new_query()
         self.query_view.set_image(img)
         self.stack.setCurrentIndex(1)
         self.run_search()
@@ -703,6 +723,9 @@ class MainWindow(QMainWindow):
         self.preview.clear()
         self._apply_cutoff()
         self._refresh_viewer()
+        if getattr(self, "_scroll_top", False):  # a new query: its best results first (the grid kept its place)
+            self._scroll_top = False
+            self.results_view.scrollToTop()
         self.query_view.set_weights(res.query_weights, res.weights_box)
         t = res.timings
         plan = res.plan

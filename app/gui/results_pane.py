@@ -114,8 +114,8 @@ class ResultsPane(QWidget):
         self.filter_btn.toggled.connect(self.filter_bar.setVisible)
         self.folder.currentIndexChanged.connect(lambda _: self.changed.emit())
         self.when.currentIndexChanged.connect(self._on_when)
-        self.after.changed.connect(lambda: self.changed.emit())
-        self.before.changed.connect(lambda: self.changed.emit())
+        self.after.changed.connect(self._dates_changed)
+        self.before.changed.connect(self._dates_changed)
         self.clear_filters.clicked.connect(lambda: self.reset_filters())
 
     def _set_cutoff_label(self, v: int) -> None:
@@ -167,6 +167,15 @@ class ResultsPane(QWidget):
         self.after.setDate(first)
         self.before.setDate(last)
 
+    def _dates_changed(self) -> None:
+        """A range typed the other way round is put in order, in the fields too (it gave "No
+        results"; then it was read in order while the fields still showed it reversed)."""
+        a, b = self.after.date(), self.before.date()
+        if a and b and a > b:
+            self.after.setDate(b)
+            self.before.setDate(a)
+        self.changed.emit()
+
     def _on_when(self, _i: int) -> None:
         custom = (self.when.currentData() or ("any",))[0] == "custom"
         for w in (self.after, self.to_label, self.before):
@@ -197,8 +206,6 @@ class ResultsPane(QWidget):
             after, before = stamp(date(kind[1], 1, 1)), stamp(date(kind[1] + 1, 1, 1))
         elif kind[0] == "custom":
             a, b = self.after.date(), self.before.date()
-            if a and b and a > b:  # typed the other way round: the range the person meant
-                a, b = b, a
             after = stamp(a) if a else None
             before = stamp(b + timedelta(days=1)) if b else None
         return Filters((folder,) if folder else (), after, before)

@@ -157,8 +157,15 @@ def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window,
     item = window.library.folder_list.item(0).text()
     assert f"{done} of 40 indexed (stopped)" in item, item
     assert window.library.resume_btn.isVisible() and window.library.resume_btn.text() == f"Resume ({40 - done} left)"
+    statuses = []
+    window.bridge.event.connect(lambda ev: statuses.append(window.index_label.text()))
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
         qtbot.mouseClick(window.library.resume_btn, Qt.LeftButton)
+    # the resumed run counts over the library, as the pane does ("56 of 147" stood beside "160 of 251")
+    import re
+
+    totals = {int(m[2]) for t in statuses if (m := re.search(r"Indexing (\d+) of (\d+)", t))}
+    assert totals == {40}, statuses
     assert blocker.args[0].phase == "done" and window.svc.stats()["indexed"] == 40
     wait_idle(qtbot, window)
     assert not window.library.resume_btn.isVisible() and "40 photos" in window.library.folder_list.item(0).text()
@@ -588,6 +595,7 @@ def test_the_date_filter_opens_at_its_day_offers_every_year_and_reads_a_reversed
         qtbot.keyClick(field, Qt.Key_Return)
     qtbot.waitUntil(lambda: sorted(Path(h.path).name for h in window.results_model.hits) == ["p0.png", "p1.png"],
                     timeout=20000)
+    assert (window.results.after.edit.text(), window.results.before.edit.text()) == ("2004-01-01", "2013-01-01")
     # the subfolders are drawn under their folder, deeper ones further in
     folder = window.results.folder
     qtbot.waitUntil(lambda: folder.findData(str((d / "trip" / "day").resolve())) > 0, timeout=10000)
@@ -674,3 +682,21 @@ def test_f1_lists_the_keys_and_the_grid_shows_where_the_keyboard_is(qtbot, windo
     edge = [img.pixelColor(x, 1) for x in range(4, img.width() - 4)]
     assert sum(c == hl for c in edge) > len(edge) // 2
 
+
+
+def test_a_new_query_starts_at_the_top_and_closes_the_viewer_of_the_old_results(qtbot, window, photo_dir):
+    """The second trial: a new search opened the grid at #19 (it kept its scroll position), and a
+    search made while the viewer was open ran behind it, the viewer then calling its photo
+    "#88 of 100" of the new results."""
+    index_folder(qtbot, window, photo_dir)
+    window.results.count.setValue(100)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    window.resize(900, 640)  # a small window: the grid scrolls
+    view = window.results_view
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5000)
+    bar.setValue(bar.maximum())
+    viewer = open_viewer(qtbot, window, row=window.results_model.rowCount() - 1)
+    search(qtbot, window, photo_dir / "scene2" / "img0.jpg")  # e.g. Find similar on another photo
+    assert not viewer.isVisible()
+    qtbot.waitUntil(lambda: bar.value() == 0, timeout=3000)

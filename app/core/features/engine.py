@@ -247,7 +247,7 @@ def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = pri
     if getattr(sys, "frozen", False):
         raise EngineError("this build cannot export models")
     models_dir.mkdir(parents=True, exist_ok=True)
-    log(f"preparing the fast engine for {bb.name} (once; about a minute at most)")
+    log("setting up the photo analyser (once: up to a minute)")
     root = str(Path(__file__).resolve().parents[3])
     code = f"import sys; sys.path.insert(0, {root!r}); from app.core.features.export import main; sys.exit(main())"
     cmd = [sys.executable, "-I", "-c", code, bb.name, bb.weights_path if bb.name != "tiny-random" else "",
