@@ -345,6 +345,12 @@ class MainWindow(QMainWindow):
             self.split.setSizes([400, 600])
         self.heat_action.setChecked(self.ui_settings.value("heat", "false") == "true")
         self.set_overlay(self.heat_action.isChecked())
+        # One per duplicate is remembered like the overlay (the second trial: lost at every start)
+        dups = self.results.hide_dups
+        dups.blockSignals(True)
+        dups.setChecked(str(self.ui_settings.value("one_per_duplicate", "false")) == "true")
+        dups.blockSignals(False)
+        dups.toggled.connect(lambda on: self.ui_settings.setValue("one_per_duplicate", "true" if on else "false"))
 
     # ---- library --------------------------------------------------------------------------------
     def refresh_library(self, stats: dict | None = None):

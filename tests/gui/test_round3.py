@@ -700,3 +700,19 @@ def test_a_new_query_starts_at_the_top_and_closes_the_viewer_of_the_old_results(
     search(qtbot, window, photo_dir / "scene2" / "img0.jpg")  # e.g. Find similar on another photo
     assert not viewer.isVisible()
     qtbot.waitUntil(lambda: bar.value() == 0, timeout=3000)
+
+
+def test_one_per_duplicate_is_remembered(qtbot, tiny_home):
+    """The second trial: One per duplicate was off again at every start (the overlay is remembered)."""
+    from tests.gui.conftest import make_window
+
+    win = make_window(qtbot, tiny_home)
+    box = win.results.hide_dups
+    qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
+    assert box.isChecked()
+    win.close()
+    again = make_window(qtbot, tiny_home)
+    try:
+        assert again.results.hide_dups.isChecked()
+    finally:
+        again.close()
