@@ -350,6 +350,16 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     t_cand = time.perf_counter() - t0
     best = ncc.max(axis=1) if len(ncc) else np.zeros(0)
     close = hash_close(pairs, rows)
+    if threshold < SLIDER_RANGE[0] and len(pairs):  # below the slider (the CLI): the fine check there too
+        extra = cache.setdefault("detail below the slider", {})
+        need = [i for i in np.flatnonzero((best >= threshold) & close & np.isnan(detail)).tolist() if i not in extra]
+        if need:
+            got = detail_scores([rows[int(pairs[i, 0])][9] for i in need], [rows[int(pairs[i, 1])][9] for i in need],
+                                ncc[need].argmax(axis=1))
+            extra.update(zip(need, got.tolist()))
+        detail = detail.copy()
+        for i, v in extra.items():
+            detail[i] = v
     windows = []
     for (a, b), s, near, fine in zip(pairs.tolist(), best.tolist(), close.tolist(), detail.tolist()):
         if s >= threshold and near and not fine < DETAIL_MIN:  # NaN (no fine structure stored): not asked

@@ -472,7 +472,7 @@ class MainWindow(QMainWindow):
             self.index_label.setText("Looking for new and changed photos…")
         elif kind == "progress" and ev.command == self.index_cmd:
             self.last_progress = ev.data
-            if ev.data.phase in ("scanning", "loading the model", "calibrating") or not ev.data.done:
+            if ev.data.phase != "indexing" or not ev.data.done:  # a new phase says so at once
                 self._show_progress(ev.data)
             # while photos are committed, the count is shown with the Library pane's (next
             # "stats", at most 1.5 s later): two counts taken at different times disagreed
@@ -521,7 +521,7 @@ class MainWindow(QMainWindow):
         elif prog.phase in ("loading the model", "calibrating") and not prog.done:
             text = f"Preparing to index {plural(prog.total, 'photo')}…"
         elif prog.phase in ("finishing", "done"):
-            text = f"Finishing: {plural(prog.done, 'photo')} described, making them searchable…"
+            text = f"Finishing: {plural(prog.done, 'photo')} described, making them searchable…" if prog.done else "Finishing…"
         else:
             eta = ""
             if prog.eta_s is not None and not self._paused_note:
@@ -529,6 +529,11 @@ class MainWindow(QMainWindow):
             rate = f" ({prog.rate:.1f} photos/s{eta})" if prog.done and not self._paused_note else ""
             base = getattr(self, "_base", 0)
             done, total = getattr(self, "_count", None) or (base + prog.done, base + prog.total)
+            scanned = sum(prog.folder_totals.values()) if prog.folder_totals else 0
+            if scanned and done <= scanned:
+                total = scanned  # the scan's count, as the pane shows it (changed photos were counted twice)
+            elif done > total:  # a run over some folders of a larger library: its own count
+                done, total = prog.done, prog.total
             text = f"Indexing {done} of {total}{self._paused_note}{rate}"
             if prog.failed:
                 text += f"; {prog.failed} skipped"
@@ -748,6 +753,7 @@ class MainWindow(QMainWindow):
 
     def _on_search_failed(self, req_id, msg):
         if self.last_request is not None and req_id == self.last_request.id:
+            self._scroll_top = False
             self.status_label.setText(msg)
             if "cannot read the query" in msg or "no such photo" in msg:
                 self.query_view.set_image(None, msg)
@@ -804,7 +810,7 @@ class MainWindow(QMainWindow):
             return
         here = viewer.hit.path if viewer.hit is not None else None
         row = next((i for i, h in enumerate(hits) if h.path == here), min(viewer.row, len(hits) - 1))
-        viewer.show_results(hits, row, self.heat_action.isChecked())
+        viewer.show_results(hits, row, viewer.heat_check.isChecked())  # the viewer's own overlay choice stays
 
     def _shown_hits(self) -> list:
         """The results the grid shows: those at or above the cut-off (scores never rise down the

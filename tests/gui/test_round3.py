@@ -716,3 +716,22 @@ def test_one_per_duplicate_is_remembered(qtbot, tiny_home):
         assert again.results.hide_dups.isChecked()
     finally:
         again.close()
+
+
+def test_a_rescan_of_changed_photos_counts_them_once(qtbot, window, tmp_path):
+    """Review: the status total was the library's count plus the run's tasks, and changed photos
+    (already counted as indexed) are tasks too: 20 photos, 3 edited, read "Indexing 20 of 23"."""
+    import re
+
+    d = tmp_path / "lib"
+    for i in range(20):
+        write_photo(d / f"p{i:02d}.png", i, size=(160, 120))
+    index_folder(qtbot, window, d)
+    for i in range(3):
+        write_photo(d / f"p{i:02d}.png", 100 + i, size=(160, 120))  # edited in place
+    statuses = []
+    window.bridge.event.connect(lambda ev: statuses.append(window.index_label.text()))
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    totals = {int(m[2]) for t in statuses if (m := re.search(r"Indexing (\d+) of (\d+)", t))}
+    assert totals == {20}, statuses
