@@ -3,6 +3,8 @@ benchmarks only (benchmarks/policies.py --exp int8, benchmarks/index_throughput.
 openvino-int8): measured, not shipped (README, "Quality").
 
     Int8Engine(calibration_paths, size)   # quantise EfficientNet-Lite2 on those photos, run it
+
+Needs NNCF (`pip install nncf`, which pulls scikit-learn; not a dependency of the app).
 """
 from __future__ import annotations
 
