@@ -298,7 +298,7 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
     """(pairs (P, 2) catalog ids, cosine (P,), frame ncc (P, 8), change (P, 2), detail (P,)):
     every candidate pair and its whole-photo pixel scores, independent of the threshold (cached);
     detail (`detail_scores` in the best orientation) only where the slider could join the pair,
-    else NaN."""
+    else NaN (filled in later where a lower threshold asks)."""
     if "candidates" in cache:
         return cache["candidates"]
     knn, cos, rank = knn_pairs(vecs, K_SMALL, SMALL_FLOOR)
@@ -321,11 +321,17 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
     ncc, change = frame_scores([rows[int(a)][9] for a, _ in pairs.tolist()], [rows[int(b)][9] for _, b in pairs.tolist()])
     detail = np.full(len(pairs), np.nan, np.float32)
     if len(pairs):
-        sel = np.flatnonzero(ncc.max(axis=1) >= SLIDER_RANGE[0])
-        detail[sel] = detail_scores([rows[int(pairs[i, 0])][9] for i in sel], [rows[int(pairs[i, 1])][9] for i in sel],
-                                    ncc[sel].argmax(axis=1))
+        _fill_detail(detail, np.flatnonzero(ncc.max(axis=1) >= SLIDER_RANGE[0]), pairs, ncc, rows)
     cache["candidates"] = (pairs, cos, ncc, change, detail)
     return cache["candidates"]
+
+
+def _fill_detail(detail: np.ndarray, idx: np.ndarray, pairs: np.ndarray, ncc: np.ndarray, rows: dict) -> None:
+    """detail[idx] = the fine-structure correlation of those candidate pairs, in their best
+    orientation (in place: the cached candidates keep what is computed once)."""
+    if len(idx):
+        detail[idx] = detail_scores([rows[int(pairs[i, 0])][9] for i in idx], [rows[int(pairs[i, 1])][9] for i in idx],
+                                    ncc[idx].argmax(axis=1))
 
 
 def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: float = NEAR_DEFAULT, crops: bool = True,
@@ -351,15 +357,7 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     best = ncc.max(axis=1) if len(ncc) else np.zeros(0)
     close = hash_close(pairs, rows)
     if threshold < SLIDER_RANGE[0] and len(pairs):  # below the slider (the CLI): the fine check there too
-        extra = cache.setdefault("detail below the slider", {})
-        need = [i for i in np.flatnonzero((best >= threshold) & close & np.isnan(detail)).tolist() if i not in extra]
-        if need:
-            got = detail_scores([rows[int(pairs[i, 0])][9] for i in need], [rows[int(pairs[i, 1])][9] for i in need],
-                                ncc[need].argmax(axis=1))
-            extra.update(zip(need, got.tolist()))
-        detail = detail.copy()
-        for i, v in extra.items():
-            detail[i] = v
+        _fill_detail(detail, np.flatnonzero((best >= threshold) & close & np.isnan(detail)), pairs, ncc, rows)
     windows = []
     for (a, b), s, near, fine in zip(pairs.tolist(), best.tolist(), close.tolist(), detail.tolist()):
         if s >= threshold and near and not fine < DETAIL_MIN:  # NaN (no fine structure stored): not asked
