@@ -460,10 +460,6 @@ class MainWindow(QMainWindow):
         if kind == "started" and ev.data == "index":
             self.index_cmd = ev.command
             self.last_progress = None
-            # the status line counts over the library, as the Library pane does: photos indexed
-            # before this run, plus the run's (a resumed run's own "56 of 147" stood beside the
-            # pane's "160 of 251"); each "stats" gives the pair the pane shows
-            self._base, self._count = self._indexed_now or 0, None
             self.progress.setVisible(True)
             self.progress.setRange(0, 0)
             self.pause_btn.setVisible(True)
@@ -478,11 +474,8 @@ class MainWindow(QMainWindow):
             # "stats", at most 1.5 s later): two counts taken at different times disagreed
         elif kind == "stats":
             self.refresh_library(ev.data)
-            lp = self.last_progress
-            if self.index_cmd is not None and lp is not None:
-                if lp.phase == "indexing":
-                    self._count = (self._indexed_now, self._indexed_now + max(0, lp.total - lp.done))
-                self._show_progress(lp)
+            if self.index_cmd is not None and self.last_progress is not None:
+                self._show_progress(self.last_progress)
         elif kind == "log":
             self.index_label.setText(ev.data)
         elif kind in ("done", "failed") and ev.command == self.index_cmd:
@@ -527,12 +520,13 @@ class MainWindow(QMainWindow):
             if prog.eta_s is not None and not self._paused_note:
                 eta = f", {time_left(prog.eta_s)}"
             rate = f" ({prog.rate:.1f} photos/s{eta})" if prog.done and not self._paused_note else ""
-            base = getattr(self, "_base", 0)
-            done, total = getattr(self, "_count", None) or (base + prog.done, base + prog.total)
+            # counted as the Library pane counts: photos indexed (its last stats) of photos the scan
+            # found (a resumed run's own "56 of 147" stood beside the pane's "160 of 251"); a run
+            # over some folders of a larger library, or with no scan counts, gives its own count
+            done = self._indexed_now or 0
             scanned = sum(prog.folder_totals.values()) if prog.folder_totals else 0
-            if scanned and done <= scanned:
-                total = scanned  # the scan's count, as the pane shows it (changed photos were counted twice)
-            elif done > total:  # a run over some folders of a larger library: its own count
+            total = scanned
+            if not scanned or done > scanned:
                 done, total = prog.done, prog.total
             text = f"Indexing {done} of {total}{self._paused_note}{rate}"
             if prog.failed:
