@@ -474,16 +474,15 @@ def to_records(groups: list[Group]) -> list[dict]:
 
 class CopyFilter:
     """One of each photo, by the finder's whole-photo rule (any orientation or size, re-encoded or
-    lightly edited): `match(thumb)` gives the set (0, 1, ...) of the photos let through before that
-    a photo is the same photo as, or None when it is a new one (then it is let through as its own
-    set)."""
+    lightly edited): `match(thumb)` gives the photo let through before (0, 1, ... in the order they
+    were let through) that a photo is the same photo as, or None when it is a new one (then it is
+    let through: it is number `len(grids) - 1`)."""
 
     def __init__(self, threshold: float = NEAR_DEFAULT):
         self.threshold = threshold
         self.grids: list[np.ndarray] = []
         self.details: list[np.ndarray | None] = []
         self.aspects: list[float] = []
-        self.sets: list[int] = []  # per grid: its set
 
     def match(self, thumb: bytes, digest: str = "") -> int | None:
         if not thumb:
@@ -499,11 +498,10 @@ class CopyFilter:
                     for j in fits[sims >= self.threshold]:  # the coarse grid, then the fine structure
                         other = self.details[j]
                         if fine is None or other is None or float((other * orient(fine, k)).sum()) >= DETAIL_MIN:
-                            return self.sets[int(j)]
+                            return int(j)
         self.grids.append(g)
         self.details.append(fine)
         self.aspects.append(aspect)
-        self.sets.append(max(self.sets, default=-1) + 1)
         return None
 
 

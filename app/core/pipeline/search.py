@@ -338,9 +338,8 @@ class Searcher:
         # One per duplicate: each set of copies keeps the place of its best-ranked copy and shows
         # the photo Duplicates would keep (the original), unless the query's own photo is among them
         by_digest: dict[str, int] = {}  # digest -> its set
-        copies = CopyFilter()  # the sets shown so far
-        shown: dict[int, int] = {}  # set -> index in hits
-        kept_row: dict[int, dict] = {}  # set -> the catalog row shown for it
+        copies = CopyFilter()  # one photo of each set shown so far, in the order shown
+        shown: dict[int, tuple[int, dict]] = {}  # set -> (index in hits, the catalog row shown for it)
         hits = []
         for i, sc in zip(ids, scores):
             r = rows.get(i)
@@ -356,13 +355,13 @@ class Searcher:
                 if k is None:
                     k = copies.match(r["thumb"])
                 if k is not None:
-                    at = shown[k]
-                    if state == "ok" and not hits[at].duplicate and better_original(r, kept_row[k]):
+                    at, row = shown[k]
+                    if state == "ok" and not hits[at].duplicate and better_original(r, row):
                         hits[at] = replace(hit, score=hits[at].score, rank=hits[at].rank, similarity=hits[at].similarity)
-                        kept_row[k] = r
+                        shown[k] = (at, r)
                     continue
-                k = len(copies.sets) - 1 if r["thumb"] else -1 - len(hits)  # a photo without a thumbnail: its own set
-                shown[k], kept_row[k] = len(hits), r
+                k = len(copies.grids) - 1 if r["thumb"] else -1 - len(hits)  # a photo without a thumbnail: its own set
+                shown[k] = (len(hits), r)
                 if r["digest"]:
                     by_digest[r["digest"]] = k
             hits.append(hit)
