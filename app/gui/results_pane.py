@@ -79,20 +79,25 @@ class ResultsPane(QWidget):
         self.when.setToolTip("Only photos taken in this time (EXIF date, else the file's date)")
         self.after = DateField("Photos taken on or after this day (type it as YYYY-MM-DD, or pick it)")
         self.before = DateField("Photos taken on or before this day (type it as YYYY-MM-DD, or pick it)")
-        for d in (self.after, self.before):
-            d.setVisible(False)
         self.clear_filters = QPushButton("Clear")
         self.clear_filters.setToolTip("Search the whole library again")
         self.to_label = QLabel("to")
-        self.to_label.setVisible(False)
-        # Clear beside the folder: the second row holds a typed range in a narrow results pane
-        # (both day fields overlapped the choice of time at 960 px)
+        # Clear beside the folder, and a typed range on a row of its own: beside the choice of
+        # time, the day fields clipped it ("Custom ra") in a narrow results pane (960 px)
         for w in (QLabel("Folder"), self.folder, self.clear_filters):
             fb.addWidget(w)
-        for w in (QLabel("Taken"), self.when, self.after, self.to_label, self.before):
+        for w in (QLabel("Taken"), self.when):
             tb.addWidget(w)
         tb.addStretch()
         fv.addLayout(tb)
+        self.range_row = QWidget()
+        rb = QHBoxLayout(self.range_row)
+        rb.setContentsMargins(0, 0, 0, 0)
+        for w in (QLabel("From"), self.after, self.to_label, self.before):
+            rb.addWidget(w)
+        rb.addStretch()
+        self.range_row.setVisible(False)
+        fv.addWidget(self.range_row)
         self.filter_bar.setVisible(False)
         v.addWidget(self.filter_bar)
         self._span: tuple[date, date] | None = None
@@ -177,9 +182,7 @@ class ResultsPane(QWidget):
         self.changed.emit()
 
     def _on_when(self, _i: int) -> None:
-        custom = (self.when.currentData() or ("any",))[0] == "custom"
-        for w in (self.after, self.to_label, self.before):
-            w.setVisible(custom)
+        self.range_row.setVisible((self.when.currentData() or ("any",))[0] == "custom")
         self.changed.emit()
 
     def reset_filters(self) -> None:

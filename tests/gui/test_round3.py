@@ -735,3 +735,22 @@ def test_a_rescan_of_changed_photos_counts_them_once(qtbot, window, tmp_path):
         qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
     totals = {int(m[2]) for t in statuses if (m := re.search(r"Indexing (\d+) of (\d+)", t))}
     assert totals == {20}, statuses
+
+
+def test_a_custom_date_range_leaves_the_choice_of_time_readable_at_the_smallest_window(qtbot, window, photo_dir):
+    """The trial: at 960 px the two day fields beside the choice of time clipped it ("Custom ra")."""
+    index_folder(qtbot, window, photo_dir)
+    window.resize(window.minimumSize())
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    qtbot.mouseClick(window.results.filter_btn, Qt.LeftButton)
+    when = window.results.when
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        when.setFocus()
+        for _ in range(when.count()):  # down the list with the keyboard, to its last entry
+            qtbot.keyClick(when, Qt.Key_Down)
+    assert when.currentText() == "Custom range…"
+    qtbot.waitUntil(lambda: window.results.before.isVisible(), timeout=5000)
+    assert window.width() <= 980
+    assert when.width() >= when.sizeHint().width(), (when.width(), when.sizeHint().width())
+    for field in (window.results.after, window.results.before):
+        assert field.width() >= field.sizeHint().width()
