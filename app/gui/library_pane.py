@@ -71,9 +71,9 @@ class LibraryPane(QWidget):
         """Photos found per folder by the running scan (for "48 of 56" while indexing)."""
         self._totals = dict(totals)
 
-    def update_stats(self, stats: dict, indexing: bool = False, left: dict | None = None) -> None:
-        """Counts per folder. indexing: a run is going (shows "48 of 56 indexed" from the scan);
-        left: folder path -> photos a stopped run left to index."""
+    def update_stats(self, stats: dict, indexing: bool = False, left: dict | None = None, paused: bool = False) -> None:
+        """Counts per folder. indexing: a run is going (shows "48 of 56 indexed" from the scan),
+        paused by the person (", paused"); left: folder path -> photos a stopped run left to index."""
         current = self.current_path()
         left = left or {}
         self.folder_list.clear()
@@ -82,7 +82,7 @@ class LibraryPane(QWidget):
             indexed, failed = f.get("indexed", 0), f.get("failed", 0)
             total = max(self._totals.get(f["id"], 0), f.get("images", 0) - failed - f.get("missing", 0)) if indexing else 0
             if indexing and total > indexed:
-                count = f"{indexed} of {total} indexed"
+                count = f"{indexed} of {total} indexed" + (", paused" if paused else "")
             elif indexing and not indexed and not total:  # just added: its scan has not counted it yet
                 count = "being scanned…"
             elif left.get(f["path"]):

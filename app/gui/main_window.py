@@ -82,6 +82,7 @@ class MainWindow(QMainWindow):
         self.last_progress = None
         self.last_rate = 0.0
         self._paused_note = ""
+        self._last_stats: dict = {}
         self._reindex_again = False
         self._changed_dirs: set[str] | None = set()  # folders a watcher saw change meanwhile (None: all)
         self._left: dict[str, int] = {}  # library folder -> photos a cancelled run left to index
@@ -355,8 +356,9 @@ class MainWindow(QMainWindow):
     # ---- library --------------------------------------------------------------------------------
     def refresh_library(self, stats: dict | None = None):
         stats = stats or self.svc.stats()
+        self._last_stats = stats
         self._indexed_now = stats.get("indexed")  # the status line counts as the pane does
-        self.library.update_stats(stats, indexing=self.index_cmd is not None, left=self._left)
+        self._show_library()
         self.results.set_folders([f["path"] for f in stats.get("folders", [])], self._subfolders)
         if stats.get("taken_range") != self._taken_range:
             self._taken_range = stats.get("taken_range")
@@ -368,6 +370,12 @@ class MainWindow(QMainWindow):
             self.stack.setCurrentIndex(1)
         elif not has_folders and self.query_path is None and self.query_pixels is None:
             self.stack.setCurrentIndex(0)
+
+    def _show_library(self) -> None:
+        """The Library pane drawn from the last stats received (a pause publishes none: asking
+        the service again there raced with the run)."""
+        self.library.update_stats(self._last_stats, indexing=self.index_cmd is not None, left=self._left,
+                                  paused=bool(self._paused_note))
 
     def _watch_folders(self):
         self.watcher.watch([f["path"] for f in self.svc.stats().get("folders", []) if f.get("state") == "ok"])
@@ -447,6 +455,7 @@ class MainWindow(QMainWindow):
             self._paused_note = ", paused"
         if self.last_progress is not None:
             self._show_progress(self.last_progress)
+        self._show_library()
 
     def cancel_indexing(self):
         cur = self.svc.running

@@ -170,9 +170,12 @@ def test_pause_keeps_the_count_resume_and_cancel(qtbot, window, tmp_path, monkey
     assert len(seen) <= frozen + 1  # at most the photo in flight finishes
     text = window.index_label.text()
     assert "paused" in text and "of 60" in text  # the count stays visible while paused
+    pane = window.library.folder_list
+    assert ", paused" in pane.item(0).text() and "of 60 indexed" in pane.item(0).text()  # the pane says so too
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
         qtbot.mouseClick(window.pause_btn, Qt.LeftButton)  # Resume: it goes on to the end
         assert window.pause_btn.text() == "Pause"
+        assert "paused" not in pane.item(0).text()
     assert blocker.args[0].phase == "done" and window.svc.stats()["indexed"] == 60
     wait_idle(qtbot, window)
     # Cancel (here while paused, so that it is never too late): the run stops, what was done stays
