@@ -330,7 +330,7 @@ def cmd_search(a) -> int:
                                   "timings_ms": {k: round(v, 2) for k, v in res.timings.items() if isinstance(v, float)},
                                   "results": [{"rank": h.rank, "path": h.path, "score": round(h.score, 6),
                                                "similarity": round(h.similarity, 6), "state": h.state,
-                                               "duplicate": h.duplicate} for h in res.hits]}),
+                                               "duplicate": h.duplicate, "copy": h.copy} for h in res.hits]}),
                       flush=True)
             else:
                 if a.queries:

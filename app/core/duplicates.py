@@ -484,11 +484,12 @@ class CopyFilter:
         self.details: list[np.ndarray | None] = []
         self.aspects: list[float] = []
 
-    def match(self, thumb: bytes, digest: str = "") -> int | None:
+    def match(self, thumb: bytes, digest: str = "", keep: bool = True) -> int | None:
+        """keep=False: a new photo is not let through (only compared with those before)."""
         if not thumb:
             return None
         g, aspect, _, _ = frame_grid(thumb)
-        fine = detail_grid(thumb)
+        fine = None  # the fine structure only for a photo whose coarse grid matches one (it costs)
         if self.grids:
             shown, aspects = np.stack(self.grids).reshape(len(self.grids), -1), np.asarray(self.aspects)
             for k, (transpose, _, _) in enumerate(ORIENTATIONS):
@@ -496,11 +497,14 @@ class CopyFilter:
                 if len(fits):
                     sims = shown[fits] @ orient(g, k).ravel()
                     for j in fits[sims >= self.threshold]:  # the coarse grid, then the fine structure
+                        fine = detail_grid(thumb) if fine is None else fine
                         other = self.details[j]
                         if fine is None or other is None or float((other * orient(fine, k)).sum()) >= DETAIL_MIN:
                             return int(j)
+        if not keep:
+            return None
         self.grids.append(g)
-        self.details.append(fine)
+        self.details.append(detail_grid(thumb) if fine is None else fine)
         self.aspects.append(aspect)
         return None
 

@@ -114,6 +114,15 @@ def thumb(img: Image.Image) -> bytes:
     return bytes([th, tw]) + a.tobytes()
 
 
+def content_of(img: Image.Image) -> tuple[Image.Image, Image.Image, float]:
+    """(a <= 256 px copy of the photo, its content without a border, the border's area share):
+    what the catalog's signatures (phash, thumb) are made from, of a photo indexed or a query."""
+    small = img.copy()
+    small.thumbnail((256, 256), Image.BILINEAR)
+    content, border = trim_border(small)
+    return small, content, border
+
+
 def thumb_array(data: bytes) -> np.ndarray:
     th, tw = data[0], data[1]
     return np.frombuffer(data[2:], np.uint8).reshape(th, tw).astype(np.float32)

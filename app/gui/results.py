@@ -40,7 +40,7 @@ class ResultsModel(QAbstractListModel):
             return f"#{h.rank} {os.path.basename(display(h.path))}"
         if role == Qt.ToolTipRole:
             extra = {"offline": "\nits folder is offline", "missing": "\nthe file is gone"}.get(h.state, "")
-            dup = "\nthe same file as the query" if h.duplicate else ""
+            dup = "\nthe same file as the query" if h.duplicate else "\na copy of the query photo" if h.copy else ""
             return (f"{display(h.path)}\nrank {h.rank} · relevance {h.score:.2f} · similarity {h.similarity:.3f}"
                     f"{dup}{extra}")
         if role == HitRole:

@@ -380,3 +380,29 @@ def test_sigkill_mid_batch_resumes_to_the_same_catalog_and_answers(tmp_path, lib
     assert answers == ref_answers
     snapshot_matches_catalog(lib)
     lib.close()
+
+
+def test_a_resized_copy_of_the_query_comes_first(lib, tmp_path):
+    """The trial: an exact copy of the query photo, resized, ranked #5 behind other views of the
+    scene (its descriptor, from fewer pixels, drifts). A copy is the same photo: first, at 1. On
+    the tiny test network a tenth-size copy ranked #3 before this."""
+    from tests.conftest import shared_photos
+
+    views = shared_photos("ukbench", 40)
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    query = views[20]  # one view of an object; its three other views stay in the library
+    for p in views:
+        if p != query:
+            shutil.copy(p, lib_dir / p.name)
+    with Image.open(query) as im:
+        im.resize((im.width // 10, im.height // 10), Image.LANCZOS).save(lib_dir / "copy-small.jpg", quality=85)  # 64x48
+    index(lib, [lib_dir])
+    for qe, her in [("off", "off"), ("on", "on")]:
+        res = Searcher(lib).search(SearchRequest(path=str(query), top=10, qe=qe, her=her))
+        first = res.hits[0]
+        assert Path(first.path).name == "copy-small.jpg" and first.copy and first.score == 1.0, \
+            (qe, her, [(Path(h.path).name, round(h.similarity, 3)) for h in res.hits[:5]])
+        assert not any(h.copy for h in res.hits[1:])  # the other views are not copies
+    boxed = Searcher(lib).search(SearchRequest(path=str(query), box=(100, 100, 400, 300), top=10))
+    assert not any(h.copy for h in boxed.hits)  # a region has no copies

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from PIL import Image as PILImage
 
 from ..catalog.records import Record
 from ..describe import HewParams, describe_features
 from ..errors import ImageError
 from ..features.preprocess import Prepared, prepare
 from ..imageio import MAX_PIXELS, check_content, decode, file_digest, image_size, sharpness
-from ..signature import phash, thumb, trim_border
+from ..signature import content_of, phash, thumb
 from .scan import FileInfo
 
 HEADER_FIRST = 16 << 20  # files larger than this are checked from their header before being read
@@ -71,9 +70,7 @@ def decode_file(info: FileInfo, max_side: int, mean, std, reuse: Mapping[str, in
             if big:
                 _big.release()
         check_content(photo.image)  # on the photo itself: a thumbnail averages fine noise into grey
-        small = photo.image.copy()
-        small.thumbnail((256, 256), PILImage.BILINEAR)  # one small copy for the cheap signatures
-        content, border = trim_border(small)
+        small, content, border = content_of(photo.image)  # one small copy for the cheap signatures
         prepared = prepare(photo.image, photo.orig_size, max_side, mean, std)
         return Decoded(info, digest, prepared, photo.orig_size, photo.taken or info.mtime_ns / 1e9, sharpness(small),
                        phash(content), thumb(content), border, photo.camera)

@@ -24,11 +24,12 @@ from ..describe import Described, HewParams, describe_features, describe_map
 from ..duplicates import CopyFilter, better_original
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
-from ..imageio import check_box, file_digest, image_size
+from ..imageio import check_box, decode, file_digest, image_size
 from ..library import paths
 from ..library.snapshot import Shortlist
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
+from ..signature import content_of, thumb
 
 __all__ = ["Filters", "SearchRequest", "SearchResult", "Searcher", "SearchWorker", "Hit", "request_from_settings"]
 
@@ -83,9 +84,10 @@ class Hit:
     """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], non-increasing
     with rank: policy.relevance of the similarity on the library's scale and the score the ranking
     used (cosine for a plain search, cosine to the expanded query with QE, with HeR the heat spread
-    over the shortlist from 1 (best) to 0 (last)); exact duplicates of the query are pinned first at
-    1. similarity: plain cosine of the query and this photo (in the searched, whitened space).
-    state: ok | offline (its folder is not reachable) | missing (the file is gone)."""
+    over the shortlist from 1 (best) to 0 (last)). similarity: plain cosine of the query and this
+    photo (in the searched, whitened space). state: ok | offline (its folder is not reachable) |
+    missing (the file is gone). duplicate: the same file as the query; copy: the same photo resized,
+    re-encoded or turned (Duplicates' whole-photo rule): both ranked first, at 1."""
 
     image_id: int
     path: str
@@ -96,6 +98,7 @@ class Hit:
     similarity: float = 0.0
     state: str = "ok"
     duplicate: bool = False  # byte-identical to the query
+    copy: bool = False  # the same photo as the query, not the same file
     grid: np.ndarray | None = field(default=None, repr=False)  # (H, W) float32 heat grid, max 1
 
 
@@ -238,7 +241,8 @@ class Searcher:
             raise InputError(f"cannot read the query photo: {e}") from e
         t1 = time.perf_counter()
         pinned = self._pinned(req, own, snap)
-        hits, total, timings, plan = self.rank(d.raw, req, snap, plan, pinned, in_library=own is not None and req.box is None)
+        hits, total, timings, plan = self.rank(d.raw, req, snap, plan, pinned, in_library=own is not None and req.box is None,
+                                               query_thumb=self._query_thumb(req, own))
         timings.update(query_ms=(t1 - t0) * 1000)
         w = d.weights / max(float(d.weights.max()), 1e-12) if d.weights is not None else None
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
@@ -268,10 +272,26 @@ class Searcher:
             ids.insert(0, own[0])
         return ids
 
+    def _query_thumb(self, req: SearchRequest, own) -> bytes:
+        """The whole query photo's thumbnail as the catalog stores photos' (signature.thumb), to
+        find its copies among the results; b"" for a box (a region has no copies) or an unreadable photo."""
+        if req.box is not None:
+            return b""
+        if own is not None:
+            row = self.svc.image_rows([own[0]]).get(own[0])
+            return (row or {}).get("thumb") or b""
+        try:
+            img = req.image if req.image is not None else decode(req.path, draft_side=256).image
+            return thumb(content_of(img)[1])
+        except (ImageError, OSError, ValueError):
+            return b""
+
     def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
-             pinned: list[int] = (), in_library: bool = False) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
+             pinned: list[int] = (), in_library: bool = False, query_thumb: bytes = b""
+             ) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
         """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
-        before the cut-off, timings, the plan as applied: HeR "auto" decided for this query)."""
+        before the cut-off, timings, the plan as applied: HeR "auto" decided for this query).
+        query_thumb: the query's thumbnail; its copies are ranked first (after its own file)."""
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
         filters = req.filters if req.filters.active else None
@@ -317,11 +337,11 @@ class Searcher:
                 got, vecs = snap.vectors_of(lacking)
                 vec_of.update({int(i): v for i, v in zip(got.tolist(), vecs)})
         scores = np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
-        hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of)
+        hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of, query_thumb)
         if hits:
             mu, sd = snap.similarity_scale
             rel = policy.relevance([(h.similarity - mu) / sd for h in hits], [h.score for h in hits])
-            rel[[h.image_id in pinned for h in hits]] = 1.0  # the query's own file
+            rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
             for h, r in zip(hits, np.minimum.accumulate(rel)):  # non-increasing down the ranking
                 h.score = float(r)
         total = len(hits)
@@ -331,7 +351,8 @@ class Searcher:
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
 
-    def _hits(self, ids, scores, q, snap, req: SearchRequest, pinned: set, vec_of: dict) -> list[Hit]:
+    def _hits(self, ids, scores, q, snap, req: SearchRequest, pinned: set, vec_of: dict,
+              query_thumb: bytes = b"") -> list[Hit]:
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
         grids = self.svc.heat_grids(ids[: req.top + 50], snap.space)  # the GUI paints them without a query
@@ -339,6 +360,8 @@ class Searcher:
         # the photo Duplicates would keep (the original), unless the query's own photo is among them
         by_digest: dict[str, int] = {}  # digest -> its set
         copies = CopyFilter()  # one photo of each set shown so far, in the order shown
+        original = CopyFilter()  # the query alone
+        original.match(query_thumb)
         shown: dict[int, tuple[int, dict]] = {}  # set -> (index in hits, the catalog row shown for it)
         hits = []
         for i, sc in zip(ids, scores):
@@ -350,6 +373,9 @@ class Searcher:
                 state = "missing"
             sim = float(vec_of[i] @ q) if i in vec_of else 0.0
             hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned, grids.get(i))
+            # a copy of the query (resized, re-encoded) is what a person looks for first: the
+            # descriptor of a resized copy can fall below other views of the scene (trial: #5)
+            hit.copy = bool(query_thumb) and i not in pinned and original.match(r["thumb"], keep=False) == 0
             if req.hide_duplicates:
                 k = by_digest.get(r["digest"]) if r["digest"] else None
                 if k is None:
@@ -367,6 +393,10 @@ class Searcher:
             hits.append(hit)
             if len(hits) >= req.top + 50:
                 break
+        if any(h.copy for h in hits):  # the query's file, then its copies, then the rest in order
+            hits = sorted(hits, key=lambda h: (not h.duplicate, not h.copy))
+            for n, h in enumerate(hits):
+                h.rank = n + 1
         return hits
 
 
