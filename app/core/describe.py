@@ -1,7 +1,8 @@
 """Feature maps -> HeW weights -> raw global descriptors. Shared by indexing, search and evaluation.
 
 The "raw descriptor" is the aggregated vector after power 0.5 and L2, before whitening:
-(C,) float32. The weight grid is the (H, W) float32 HeW weights (docs/METHOD.md, "Overlay").
+(C,) float32. The share grid, (H, W) float32, is how much each cell makes up the descriptor: its
+HeW weight times the length of its feature vector (what the heat overlay shows; docs/METHOD.md).
 numpy only: no PyTorch here.
 """
 from __future__ import annotations
@@ -17,12 +18,12 @@ from .features.preprocess import FeatureMap
 
 @dataclass
 class Described:
-    """raw: (C,) float32 unit vector (HeW, or SumA when weights are all 1); weights: (H, W)
-    float32; where: the original-pixel rectangle the weights cover (x1, y1, x2, y2), or None for
-    the whole image."""
+    """raw: (C,) float32 unit vector (HeW, or SumA when weights are all 1); share: (H, W) float32,
+    each cell's part of the sum (weight x |feature|); where: the original-pixel rectangle the
+    cells cover (x1, y1, x2, y2), or None for the whole image."""
 
     raw: np.ndarray
-    weights: np.ndarray
+    share: np.ndarray
     where: tuple[float, float, float, float] | None = None
 
 
@@ -41,8 +42,13 @@ def describe_features(features: np.ndarray, mu: np.ndarray | None, params: HewPa
         wts = np.ones(h * w)
     else:
         wts = hew_weights(x, mu, params.threshold, params.z_ratio, precise=precise)
-    vec = wts @ x.astype(np.float64)
-    return Described(normalize_raw(vec), wts.reshape(h, w).astype(np.float32))
+    x64 = x.astype(np.float64)
+    vec = wts @ x64
+    # The overlay shows what the sum is made of, not the weights alone: HeW weights are nearly flat
+    # (0.7-1.0) and high on plain sky, which adds little to the sum (short feature vectors); the
+    # trial saw sky corners "distinctive" and the boxed building "repeated" (docs/METHOD.md)
+    share = wts * np.sqrt(np.einsum("ij,ij->i", x64, x64))
+    return Described(normalize_raw(vec), share.reshape(h, w).astype(np.float32))
 
 
 def describe_map(fm: FeatureMap, mu: np.ndarray | None, box=None, params: HewParams = HewParams(),

@@ -1,6 +1,7 @@
-"""Heat-weight overlay pixels (docs/METHOD.md, "HeW"): normalise per image, upsample, colour-map.
+"""Heat overlay pixels (docs/METHOD.md, "The heat overlay"): normalise per image, upsample, colour-map.
 
-Warm (yellow/red) = distinctive features with high HeW weight; cool (blue) = repeated texture.
+Warm (yellow/red) = cells that make up most of the description (HeW weight x feature length);
+cool (blue) = cells that add little (plain areas, texture HeW turned down).
 """
 from __future__ import annotations
 

@@ -35,12 +35,13 @@ class QueryPane(QWidget):
         self.legend = QWidget()
         lg = QHBoxLayout(self.legend)
         lg.setContentsMargins(0, 0, 0, 0)
-        lg.addWidget(QLabel("repeated"))
+        lg.addWidget(QLabel("Part of the match: little"))
         bar = QLabel()
         bar.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(120, 10), np.full((10, 120), 255, np.uint8)]))))
-        bar.setToolTip("Heat overlay: warm = distinctive parts that carried the description; cool = repeated texture")
+        bar.setToolTip("Heat overlay: how much each part makes up the photo's description (what the search compares). "
+                       "Warm: most; cool: little (plain areas such as sky, and texture that repeats)")
         lg.addWidget(bar)
-        lg.addWidget(QLabel("distinctive"))
+        lg.addWidget(QLabel("most"))
         lg.addStretch()
         policy = self.legend.sizePolicy()
         policy.setRetainSizeWhenHidden(True)  # the photo does not jump when the legend shows

@@ -406,3 +406,31 @@ def test_a_resized_copy_of_the_query_comes_first(lib, tmp_path):
         assert not any(h.copy for h in res.hits[1:])  # the other views are not copies
     boxed = Searcher(lib).search(SearchRequest(path=str(query), box=(100, 100, 400, 300), top=10))
     assert not any(h.copy for h in boxed.hits)  # a region has no copies
+
+
+def test_the_overlay_of_a_box_warms_the_object_not_the_plain_sky_around_it(lib, tmp_path):
+    """The trial: inside a box around a building the overlay painted the building "repeated" and
+    the sky corners "distinctive" (it showed HeW's weights, nearly flat and high on plain sky).
+    It shows each cell's share of the description now: the object warm, the sky around it cool."""
+    rng = np.random.default_rng(3)
+    sky = np.empty((480, 640, 3), np.float64)
+    sky[:] = (150, 190, 235)
+    sky += rng.normal(0, 2, sky.shape)  # a plain sky, as a camera gives it
+    obj = np.asarray(Image.open(write_photo(tmp_path / "obj.png", 5, size=(200, 160))), np.float64)
+    sky[160:320, 220:420] = obj
+    photo = tmp_path / "lib" / "tower.jpg"
+    photo.parent.mkdir()
+    Image.fromarray(np.clip(sky, 0, 255).astype(np.uint8)).save(photo, quality=95)
+    for i in range(6):
+        write_photo(tmp_path / "lib" / f"other{i}.png", 40 + i, size=(320, 240))
+    index(lib, [tmp_path / "lib"])
+    for mode in ("map", "crop", "hybrid"):
+        res = Searcher(lib).search(SearchRequest(path=str(photo), box=(120, 60, 520, 420), mode=mode, top=5))
+        g, (x1, y1, x2, y2) = res.query_weights, res.weights_box
+        h, w = g.shape
+        cx = x1 + (np.arange(w) + 0.5) * (x2 - x1) / w  # cell centres, photo pixels
+        cy = y1 + (np.arange(h) + 0.5) * (y2 - y1) / h
+        inside = ((cy[:, None] > 175) & (cy[:, None] < 305)) & ((cx[None] > 235) & (cx[None] < 405))
+        outside = ((cy[:, None] < 145) | (cy[:, None] > 335)) | ((cx[None] < 205) | (cx[None] > 435))
+        assert inside.any() and outside.any()
+        assert g[inside].mean() > 1.5 * g[outside].mean(), (mode, g[inside].mean(), g[outside].mean())

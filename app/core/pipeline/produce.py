@@ -106,7 +106,7 @@ def describe_decoded(d: Decoded, features: np.ndarray | None, mu: np.ndarray, pa
         rec.error, rec.retry = "the model gave no usable features for this photo (is its model file damaged?)", True
         return rec
     rec.raw = desc.raw.astype(np.float32)
-    rec.grid = (desc.weights / max(float(desc.weights.max()), 1e-12)).astype(np.float16)
+    rec.grid = (desc.share / max(float(desc.share.max()), 1e-12)).astype(np.float16)
     rec.width, rec.height = d.orig_size
     rec.taken, rec.sharpness, rec.phash, rec.thumb = d.taken, d.sharp, d.phash, d.thumb
     rec.border, rec.camera = d.border, d.camera

@@ -106,7 +106,7 @@ class Hit:
 class SearchResult:
     request_id: int
     hits: list[Hit]
-    query_weights: np.ndarray | None  # (H, W) HeW weights of the query (of the box's cells), max 1
+    query_weights: np.ndarray | None  # (H, W) share grid of the query (of the box's cells), max 1: describe.Described
     query_size: tuple[int, int]  # (w, h) of the oriented query image
     box: tuple | None
     used_cnn: bool
@@ -202,9 +202,9 @@ class Searcher:
         d = describe_map(fm, snap.mu, req.box, params)
         if crop is not None:  # hybrid: the map's cells and the crop's own pass, summed
             v = d.raw.astype(np.float64) + crop.raw
-            # the overlay shows the crop pass's weights: they cover the box as drawn, where the
+            # the overlay shows the crop pass's share grid: it covers the box as drawn, where the
             # map's cells stick out of it by up to half a cell (the trial saw the heat 6-12 px off)
-            d = Described((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32), crop.weights, crop.where)
+            d = Described((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32), crop.share, crop.where)
             ran = True
         return _described(d, req), fm.orig_size, ran, own
 
@@ -244,7 +244,7 @@ class Searcher:
         hits, total, timings, plan = self.rank(d.raw, req, snap, plan, pinned, in_library=own is not None and req.box is None,
                                                query_thumb=self._query_thumb(req, own))
         timings.update(query_ms=(t1 - t0) * 1000)
-        w = d.weights / max(float(d.weights.max()), 1e-12) if d.weights is not None else None
+        w = d.share / max(float(d.share.max()), 1e-12) if d.share is not None else None
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
                             d.where if req.box is not None else None, plan, total, snap.generation)
 
