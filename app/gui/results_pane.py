@@ -44,6 +44,7 @@ class ResultsPane(QWidget):
         self.count.setRange(1, 5000)
         self.count.setPrefix("Show ")
         self.count.setToolTip("How many results to show")
+        self.count.setMinimumWidth(self.count.sizeHint().width())  # "Show 100" read "Show 1" at 960 px
         self.cutoff = QSlider(Qt.Horizontal)
         self.cutoff.setRange(0, 100)
         self.cutoff.setValue(0)
