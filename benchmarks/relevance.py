@@ -5,10 +5,19 @@ for each cut-off the fraction of wrong results it hides and of right ones it kee
     python benchmarks/relevance.py                      # all shared photos (~2,700; ~8 min here)
     python benchmarks/relevance.py --distractors 500 --home /tmp/hs-rel   # smaller; --home keeps the library
     python benchmarks/relevance.py --home /tmp/hs-rel --reuse             # search an indexed library again
+    python benchmarks/relevance.py --home /tmp/hs-rel --fit               # refit policy.RELEVANCE_WEIGHTS
 
 Queries: every UKBench photo (right: the other 3 views of its object), the Paris box queries
 (right: Easy + Hard; Junk counted neither way) and the Paris full-photo queries (right: the same
 landmark). The top 100 of each query are counted; the query's own photo (pinned first) is not.
+Searches with no right answer are counted too, as their own rows ("..., none right"): the same
+queries with a folder filter that leaves out the query's set (every result is wrong there; a person
+filtering to the wrong folder, or searching for something the library does not hold).
+
+`--fit` searches in this process, records each result's two inputs of policy.relevance (z, the
+similarity on the library's scale, and s, the ranking's own score) and fits the logistic weights
+so that both kinds of search count, each set weighted equally; it prints the weights and the table
+they would give.
 """
 from __future__ import annotations
 
@@ -46,6 +55,111 @@ def queries(limit_ukbench: int | None):
     return out
 
 
+def filtered_out(qs):
+    """The queries again, each with a folder filter leaving out its own set's folder: no right answer."""
+    folders = {"UKBench": SHARED / "ukbench", "Paris boxes": SHARED / "paris250" / "jpg",
+               "Paris photos": SHARED / "paris250" / "jpg"}
+    everything = [SHARED / "ukbench", SHARED / "paris250" / "jpg", SHARED / "distractors"]
+    return [(name + ", none right", path, box, set(), junk,
+             tuple(str(f.resolve()) for f in everything if f != folders[name]))
+            for name, path, box, right, junk in qs]
+
+
+def record(home: Path, qs, top: int):
+    """[(set, query n, z, s, right?)] from searches in this process; pinned/junk results left out."""
+    from app.core import policy
+    from app.core.catalog.records import Filters
+    from app.core.config import Settings
+    from app.core.library.service import LibraryService
+    from app.core.pipeline.search import SearchRequest, Searcher
+
+    seen = []
+    real = policy.relevance
+
+    def recording(z, s):  # the inputs as the shipped search computes them
+        seen.append((np.asarray(z, np.float64), np.asarray(s, np.float64)))
+        return real(z, s)
+
+    policy.relevance = recording
+    svc = LibraryService(home, Settings())
+    svc.wait_ready()
+    searcher = Searcher(svc)
+    rows = []
+    try:
+        for n, (name, path, box, right, junk, *folders) in enumerate(qs):
+            seen.clear()
+            req = SearchRequest(path=path, box=tuple(box) if box else None, top=top,
+                                filters=Filters(folders=folders[0]) if folders else Filters())
+            res = searcher.search(req)
+            if not seen:
+                continue
+            z, s = seen[0]
+            for h, zi, si in zip(res.hits, z, s):  # min_score -1: hits[i] is the i-th scored
+                p = str(Path(h.path).resolve())
+                if p in junk or p == path:
+                    continue
+                rows.append((name, n, float(zi), float(si), p in right))
+    finally:
+        policy.relevance = real
+        svc.close()
+    return rows
+
+
+def fit(rows):
+    """Logistic weights (z, s, bias) maximising the likelihood, each set's results weighted equally."""
+    from scipy.optimize import minimize
+
+    names = sorted({r[0] for r in rows})
+    X = np.array([(r[2], r[3], 1.0) for r in rows])
+    y = np.array([r[4] for r in rows], np.float64)
+    w = np.array([1.0 / sum(1 for q in rows if q[0] == r[0]) for r in rows]) * len(rows) / len(names)
+
+    def loss(b):
+        t = np.clip(X @ b, -50, 50)
+        return float(np.sum(w * (np.logaddexp(0, t) - y * t)))
+
+    def grad(b):
+        t = np.clip(X @ b, -50, 50)
+        return X.T @ (w * (1 / (1 + np.exp(-t)) - y))
+
+    from app.core import policy
+    return minimize(loss, np.array(policy.RELEVANCE_WEIGHTS), jac=grad, method="BFGS").x
+
+
+def table(by_set: dict, title: str):
+    print(title)
+    print("| set | right / wrong results | " + " | ".join(f"cut-off {c:.1f}: wrong hidden / right kept" for c in CUTS) + " |")
+    print("|---|---|" + "---|" * len(CUTS))
+    for name, rs in list(by_set.items()) + [("all", [r for rs in by_set.values() for r in rs])]:
+        s = np.array([r[0] for r in rs])
+        ok = np.array([r[1] for r in rs], bool)
+        cells = []
+        for c in CUTS:
+            hid = (s[~ok] < c).mean() if (~ok).any() else float("nan")
+            kept = (s[ok] >= c).mean() if ok.any() else float("nan")
+            cells.append(f"{hid:.2f} / {kept:.2f}")
+        print(f"| {name} | {ok.sum()} / {(~ok).sum()} | " + " | ".join(cells) + " |")
+
+
+def scored(rows, weights):
+    """{set: [(relevance, right?, first of its search?)]} as the search would show them (non-increasing per query)."""
+    from app.core import policy
+
+    out: dict = {}
+    i = 0
+    while i < len(rows):
+        j = i
+        while j < len(rows) and rows[j][:2] == rows[i][:2]:
+            j += 1
+        z = [r[2] for r in rows[i:j]]
+        s = [r[3] for r in rows[i:j]]
+        a, b, c = weights
+        rel = np.minimum.accumulate(1 / (1 + np.exp(-(a * np.array(z) + b * np.array(s) + c))))
+        out.setdefault(rows[i][0], []).extend((v, r[4], k == 0) for k, (v, r) in enumerate(zip(rel.tolist(), rows[i:j])))
+        i = j
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", default=None)
@@ -54,6 +168,7 @@ def main():
     ap.add_argument("--ukbench", type=int, default=None, help="how many UKBench photos (default: all)")
     ap.add_argument("--top", type=int, default=100, help="results counted per query")
     ap.add_argument("--fetch", type=int, default=None, help="results asked per query (saved for study)")
+    ap.add_argument("--fit", action="store_true", help="search in this process and refit the relevance weights")
     a = ap.parse_args()
     home = Path(a.home or tempfile.mkdtemp(prefix="hs-relevance-"))
     exe = [sys.executable, "-m", "app"]
@@ -71,6 +186,23 @@ def main():
             folders.append(str(link))
         subprocess.run(exe + ["index", *folders, "--home", str(home)], check=True, stdout=subprocess.DEVNULL)
     qs = queries(a.ukbench)
+    if a.fit:
+        from app.core import policy
+
+        saved = home / "relevance-fit-rows.json"
+        if a.reuse and saved.exists() and saved.stat().st_mtime > (home / "catalog.sqlite").stat().st_mtime:
+            rows = [tuple(r) for r in json.loads(saved.read_text())]  # the searches of the last --fit
+        else:
+            rows = record(home, qs + filtered_out(qs), a.top)
+            saved.write_text(json.dumps(rows))
+        w = fit(rows)
+        for weights, title in ((policy.RELEVANCE_WEIGHTS, f"shipped weights {policy.RELEVANCE_WEIGHTS}"),
+                               (w, f"fitted weights ({w[0]:.4f}, {w[1]:.4f}, {w[2]:.4f})")):
+            by_set = scored(rows, weights)
+            table(by_set, "\n" + title + ": every result of the top")
+            firsts = {name: [r for r in rs if r[2]] for name, rs in by_set.items() if name.endswith("none right")}
+            table(firsts, "the first result of searches with no right answer (wrong hidden = the search reads as empty)")
+        return
     qfile = home / "relevance-queries.jsonl"
     qfile.write_text("".join(json.dumps({"path": p, "box": box}) + "\n" for _, p, box, _, _ in qs))
     out = subprocess.run(exe + ["search", "--queries", str(qfile), "--json", "--top", str(a.fetch or a.top), "--home", str(home)],
