@@ -434,3 +434,25 @@ def test_the_overlay_of_a_box_warms_the_object_not_the_plain_sky_around_it(lib, 
         outside = ((cy[:, None] < 145) | (cy[:, None] > 335)) | ((cx[None] < 205) | (cx[None] > 435))
         assert inside.any() and outside.any()
         assert g[inside].mean() > 1.5 * g[outside].mean(), (mode, g[inside].mean(), g[outside].mean())
+
+
+def test_every_photo_is_decoded_once_in_a_first_run(lib, tmp_path, monkeypatch):
+    """The calibration sample's decoding ran ahead past the sample; what it had decoded was thrown
+    away and decoded again (the first run 5-7 % slower than 33dfabb: benchmarks/index_throughput.py)."""
+    import app.core.pipeline.indexer as indexer
+
+    monkeypatch.setattr(indexer, "CALIBRATION_IMAGES", 4)
+    decoded = []
+    real = indexer.decode_file
+
+    def counted(info, *a, **kw):  # the real decoder, counted
+        decoded.append(info.path)
+        return real(info, *a, **kw)
+
+    monkeypatch.setattr(indexer, "decode_file", counted)
+    for i in range(40):
+        write_photo(tmp_path / "many" / f"p{i:02d}.png", i, size=(160, 120))
+    prog = index(lib, [tmp_path / "many"])
+    assert prog.done == 40 and lib.stats()["indexed"] == 40
+    twice = sorted(p for p in set(decoded) if decoded.count(p) > 1)
+    assert len(decoded) == 40 and not twice, (len(decoded), twice[:5])

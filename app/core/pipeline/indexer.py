@@ -191,13 +191,17 @@ class LocalProducer:
         """The centring mean from the first `want` photos of `tasks` that can be described (going
         further down the list when some of them cannot); (None, 0) when none can."""
         usable: list[np.ndarray] = []
-        for pairs in self._pairs(tasks, reuse, 8, cancelled):
-            for d, m in pairs:
-                self._kept[d.info.path] = (d, m)
-                if m is not None and produce_usable(m):
-                    usable.append(m)
-            if len(usable) >= want or cancelled():
-                break
+        start = 0
+        while len(usable) < want and start < len(tasks) and not cancelled():
+            # only as many as still needed: photos decoded ahead past the sample were thrown away
+            # when it was complete and decoded again (a fifth of a 125-photo run's decoding)
+            chunk = tasks[start: start + want - len(usable)]
+            start += len(chunk)
+            for pairs in self._pairs(chunk, reuse, 8, cancelled):
+                for d, m in pairs:
+                    self._kept[d.info.path] = (d, m)
+                    if m is not None and produce_usable(m):
+                        usable.append(m)
         if not usable:
             return None, 0
         return mean_local_feature([m.transpose(1, 2, 0) for m in usable]), len(usable)
