@@ -143,8 +143,6 @@ def table(by_set: dict, title: str):
 
 def scored(rows, weights):
     """{set: [(relevance, right?, first of its search?)]} as the search would show them (non-increasing per query)."""
-    from app.core import policy
-
     out: dict = {}
     i = 0
     while i < len(rows):
