@@ -80,7 +80,8 @@ class LibraryPane(QWidget):
         for f in stats.get("folders", []):
             name = os.path.basename(display(f["path"]).rstrip("/")) or display(f["path"])
             indexed, failed = f.get("indexed", 0), f.get("failed", 0)
-            total = max(self._totals.get(f["id"], 0), f.get("images", 0) - failed - f.get("missing", 0)) if indexing else 0
+            # the scan counts the photos that cannot be read too: they are skipped, not left to do
+            total = max(self._totals.get(f["id"], 0) - failed, f.get("images", 0) - failed - f.get("missing", 0)) if indexing else 0
             if indexing and total > indexed:
                 count = f"{indexed} of {total} indexed" + (", paused" if paused else "")
             elif indexing and not indexed and not total:  # just added: its scan has not counted it yet

@@ -532,11 +532,15 @@ class MainWindow(QMainWindow):
             # counted as the Library pane counts: photos indexed (its last stats) of photos the scan
             # found (a resumed run's own "56 of 147" stood beside the pane's "160 of 251"); a run
             # over some folders of a larger library, or with no scan counts, gives its own count
+            # photos that cannot be read (skipped) are found by the scan but never indexed
             done = self._indexed_now or 0
-            scanned = sum(prog.folder_totals.values()) if prog.folder_totals else 0
+            skipped = sum(f.get("failed", 0) for f in self._last_stats.get("folders", []))
+            scanned = sum(prog.folder_totals.values()) - skipped if prog.folder_totals else 0
             total = scanned
-            if not scanned or done > scanned:
+            if scanned <= 0 or done > scanned:
                 done, total = prog.done, prog.total
+            self.progress.setRange(0, max(total, 1))  # the bar shows the count the text says
+            self.progress.setValue(done)
             text = f"Indexing {done} of {total}{self._paused_note}{rate}"
             if prog.failed:
                 text += f"; {prog.failed} skipped"

@@ -35,9 +35,9 @@ class QueryPane(QWidget):
         self.legend = QWidget()
         lg = QHBoxLayout(self.legend)
         lg.setContentsMargins(0, 0, 0, 0)
-        lg.addWidget(QLabel("Part of the match: little"))
+        lg.addWidget(QLabel("In the match: little"))
         bar = QLabel()
-        bar.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(120, 10), np.full((10, 120), 255, np.uint8)]))))
+        bar.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(80, 10), np.full((10, 80), 255, np.uint8)]))))
         bar.setToolTip("Heat overlay: how much each part makes up the photo's description (what the search compares). "
                        "Warm: most; cool: little (plain areas such as sky, and texture that repeats)")
         lg.addWidget(bar)

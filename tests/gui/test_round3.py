@@ -755,3 +755,27 @@ def test_a_custom_date_range_leaves_the_choice_of_time_readable_at_the_smallest_
     assert when.width() >= when.sizeHint().width(), (when.width(), when.sizeHint().width())
     for field in (window.results.after, window.results.before, window.results.count):  # "Show 100" read "Show 1"
         assert field.width() >= field.sizeHint().width(), field
+
+
+def test_a_skipped_photo_is_not_left_to_do_and_the_bar_shows_the_count_the_text_says(qtbot, window, tmp_path,
+                                                                                     monkeypatch):
+    """The trial: a finished folder with one unreadable file read "442 of 443 indexed · 1 skipped"
+    while another folder indexed, and the bar stood at 5 % beside "Indexing 754 of 1343"."""
+    import re
+
+    monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
+    first = tmp_path / "first"
+    for i in range(10):
+        write_photo(first / f"a{i}.png", i, size=(120, 90))
+    (first / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a photo")
+    index_folder(qtbot, window, first)
+    add_and_pause(qtbot, window, tmp_path / "second", 60)
+    qtbot.waitUntil(lambda: window.library.folder_list.count() == 2, timeout=10000)
+    texts = {window.library.folder_list.item(i).text().split("\n")[0]: window.library.folder_list.item(i).text()
+             for i in range(2)}
+    assert "of" not in texts["first"] and "10 photos · 1 skipped" in texts["first"], texts
+    status = re.search(r"Indexing (\d+) of (\d+)", window.index_label.text())
+    assert status and int(status[2]) == 70, window.index_label.text()
+    assert (window.progress.value(), window.progress.maximum()) == (int(status[1]), 70)
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.pause_btn, Qt.LeftButton)

@@ -339,6 +339,8 @@ class LibraryService:
             try:
                 for prog in index_library(self.writer, cmd.control, prod, self.settings.batch_size, verify=verify,
                                           only=None if folders else only):
+                    if last is not None and prog.phase != last.phase:
+                        self._publish_stats()  # a new phase at once: a folder just added is listed after its scan
                     last = prog
                     self._emit(Event("progress", cmd.id, prog), cmd)
                     self._maybe_stats()
