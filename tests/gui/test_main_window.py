@@ -147,13 +147,18 @@ def test_overlay_is_off_by_default_toggles_everywhere_and_is_remembered(qtbot, w
     search(qtbot, window, photo_dir / "scene3" / "img1.jpg")
     qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
     assert not window.heat_action.isChecked() and not window.query.legend.isVisible()
-    off = grab_rgb(window.query_view)
-    window.heat_action.trigger()  # View -> Heat overlay
-    assert window.heat_action.isChecked() and window.query.legend.isVisible() and window.delegate.show_heat
-    on = grab_rgb(window.query_view)
-    assert (on != off).mean() > 0.2
     window.results_view.setCurrentIndex(window.results_model.index(1))
     qtbot.waitUntil(lambda: window.preview.picture.pixmap() is not None and not window.preview.picture.pixmap().isNull(), timeout=10000)
+    qtbot.wait(300)  # the grid's thumbnails
+    views = (window.query_view, window.results_view.viewport(), window.preview.picture)
+    off = [grab_rgb(w) for w in views]
+    window.heat_action.trigger()  # View -> Heat overlay
+    assert window.heat_action.isChecked() and window.query.legend.isVisible() and window.delegate.show_heat
+    qtbot.wait(100)
+    on = [grab_rgb(w) for w in views]
+    # the query, the results' own heat grids in the grid and the preview (the trial: on the query only)
+    assert [round(float((a != b).mean()), 2) > 0.05 for a, b in zip(on, off)] == [True, True, True], \
+        [round(float((a != b).mean()), 3) for a, b in zip(on, off)]
     window.close()
     again = make_window(qtbot, tiny_home)
     assert again.heat_action.isChecked()  # the overlay state survives a restart

@@ -484,8 +484,11 @@ def test_the_viewer_zooms_with_the_plain_wheel_and_takes_ctrl_h(qtbot, window, p
     wheel(viewer.scroll.viewport(), -2)
     assert viewer.picture.pixmap().width() < zoomed
     heat = viewer.heat_check.isChecked()
+    before = viewer.picture.grab().toImage()
     qtbot.keyClick(viewer.scroll, Qt.Key_H, Qt.ControlModifier)
     assert viewer.heat_check.isChecked() != heat
+    qtbot.wait(100)
+    assert viewer.picture.grab().toImage() != before  # the overlay is drawn (the trial: ticked, nothing drawn)
     viewer.close()
 
 

@@ -98,8 +98,8 @@ class Hit:
     similarity: float = 0.0
     state: str = "ok"
     duplicate: bool = False  # byte-identical to the query
-    copy: bool = False  # the same photo as the query, not the same file
     grid: np.ndarray | None = field(default=None, repr=False)  # (H, W) float32 heat grid, max 1
+    copy: bool = False  # the same photo as the query, not the same file
 
 
 @dataclass
@@ -372,7 +372,8 @@ class Searcher:
             if state == "ok" and not os.path.exists(r["path"]):
                 state = "missing"
             sim = float(vec_of[i] @ q) if i in vec_of else 0.0
-            hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, i in pinned, grids.get(i))
+            hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, duplicate=i in pinned,
+                      grid=grids.get(i))
             # a copy of the query (resized, re-encoded) is what a person looks for first: the
             # descriptor of a resized copy can fall below other views of the scene (trial: #5)
             hit.copy = bool(query_thumb) and i not in pinned and original.match(r["thumb"], keep=False) == 0
