@@ -89,6 +89,9 @@ class MainWindow(QMainWindow):
         self._forgetting: dict[int, str] = {}  # forget command -> folder
         self._subfolders: list[str] | None = None  # for the folder filter, read when it opens
         self._subfolders_gen = -1
+        self._subfolders_stale = True  # the library changed since they were read
+        self._subfolders_reading = False
+        self._subfolder_roots: list[str] = []  # the library folders when they were read
         self._taken_range = None
         self._build()
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
@@ -364,7 +367,13 @@ class MainWindow(QMainWindow):
             self._taken_range = stats.get("taken_range")
             self.results.set_dates(self._taken_range)
         if stats.get("generation") != self._subfolders_gen:
-            self._subfolders = None  # read again when the filter is next opened
+            # read again when the filter is next opened, or now when it is open and the library's
+            # folders changed or a run ended (the list lost its subfolders after Add: trial); not
+            # at every batch (it reads every photo's path)
+            self._subfolders_stale = True
+            roots = [f["path"] for f in stats.get("folders", [])]
+            if self.results.filter_bar.isVisible() and (roots != self._subfolder_roots or self.index_cmd is None):
+                self._filters_opened(True)
         has_folders = bool(stats.get("folders"))
         if self.stack.currentIndex() == 0 and (has_folders or self.query_path or self.query_pixels is not None):
             self.stack.setCurrentIndex(1)
@@ -866,15 +875,19 @@ class MainWindow(QMainWindow):
     def _filters_opened(self, on: bool) -> None:
         """The folder filter lists the folders under the library folders too: read off the GUI
         thread (a large library has many), shown when they arrive."""
-        if not on or self._subfolders is not None:
+        if not on or not self._subfolders_stale or self._subfolders_reading:
             return
-        svc, gen = self.svc, self.svc.stats().get("generation")
-        self.background.run(svc.catalog.subfolders, lambda subs: self._got_subfolders(svc, gen, subs))
+        svc, stats = self.svc, self.svc.stats()
+        gen, roots = stats.get("generation"), [f["path"] for f in stats.get("folders", [])]
+        self._subfolders_reading = True
+        self.background.run(svc.catalog.subfolders, lambda subs: self._got_subfolders(svc, gen, roots, subs))
 
-    def _got_subfolders(self, svc, gen, subs) -> None:
+    def _got_subfolders(self, svc, gen, roots, subs) -> None:
+        self._subfolders_reading = False
         if svc is not self.svc or isinstance(subs, Exception):
             return
-        self._subfolders, self._subfolders_gen = subs, gen
+        self._subfolders, self._subfolders_gen, self._subfolder_roots = subs, gen, roots
+        self._subfolders_stale = gen != svc.stats().get("generation")
         self.results.set_folders([f["path"] for f in svc.stats().get("folders", [])], subs)
 
     def _find_similar_from_dialog(self, path: str) -> None:

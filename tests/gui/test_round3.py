@@ -782,3 +782,20 @@ def test_a_skipped_photo_is_not_left_to_do_and_the_bar_shows_the_count_the_text_
     assert (window.progress.value(), window.progress.maximum()) == (int(status[1]), 70)
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+
+
+def test_the_folder_filter_keeps_and_gains_subfolders_while_it_is_open(qtbot, window, tmp_path):
+    """The trial: with the filter open, adding a folder left only the library folders in the list
+    (every subfolder gone) until the filter was closed and opened again."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_photo(a / "trip" / "p0.png", 1, size=(120, 90))
+    write_photo(a / "home" / "p1.png", 2, size=(120, 90))
+    write_photo(b / "2019" / "p2.png", 3, size=(120, 90))
+    index_folder(qtbot, window, a)
+    search(qtbot, window, a / "trip" / "p0.png")
+    qtbot.mouseClick(window.results.filter_btn, Qt.LeftButton)
+    folder = window.results.folder
+    qtbot.waitUntil(lambda: folder.findData(str((a / "trip").resolve())) > 0, timeout=10000)
+    index_folder(qtbot, window, b)
+    want = [str(p.resolve()) for p in (a / "trip", a / "home", b / "2019")]
+    qtbot.waitUntil(lambda: all(folder.findData(p) > 0 for p in want), timeout=10000)
