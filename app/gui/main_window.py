@@ -390,7 +390,7 @@ class MainWindow(QMainWindow):
         self.watcher.watch([f["path"] for f in self.svc.stats().get("folders", []) if f.get("state") == "ok"])
 
     def choose_folder(self):
-        d = QFileDialog.getExistingDirectory(self, "Add a photo folder", self.ui_settings.value("last_folder_dir", ""))
+        d = QFileDialog.getExistingDirectory(self, "Add a photo folder", self.ui_settings.value("last_folder_dir", photos_dir()))
         if d:
             self.ui_settings.setValue("last_folder_dir", str(Path(d).parent))
             self.add_folder(d)
@@ -621,6 +621,7 @@ class MainWindow(QMainWindow):
                 photos.append(p)
         if photos:
             self.set_query_path(photos[0])
+            self.query_view.setFocus()
         elif paths and not any(os.path.isdir(p) for p in paths):
             self.status_label.setText(f"Not a photo HeatSearch can read: {display(os.path.basename(paths[0]))}")
 
@@ -692,11 +693,12 @@ class MainWindow(QMainWindow):
 
     def open_query_dialog(self):
         pattern = " ".join(f"*{e}" for e in sorted(EXTENSIONS))
-        path, _ = QFileDialog.getOpenFileName(self, "Search with a photo", self.ui_settings.value("last_open_dir", ""),
+        path, _ = QFileDialog.getOpenFileName(self, "Search with a photo", self.ui_settings.value("last_open_dir", photos_dir()),
                                               f"Photos ({pattern})")
         if path:
             self.ui_settings.setValue("last_open_dir", str(Path(path).parent))
             self.set_query_path(path)
+            self.query_view.setFocus()  # B draws a box at once (the trial: ~10 Tabs to get there)
 
     def paste_query(self):
         md = QGuiApplication.clipboard().mimeData()
@@ -704,6 +706,7 @@ class MainWindow(QMainWindow):
             self.handle_paths([u.toLocalFile() for u in md.urls() if u.isLocalFile()])
         elif md.hasImage():
             self.set_query_image(QImage(md.imageData()))
+            self.query_view.setFocus()
         elif md.hasText() and md.text().strip():
             text = md.text().strip().splitlines()[0].strip().strip('"')
             if text.startswith("file://"):
@@ -1003,6 +1006,15 @@ def time_left(seconds: float) -> str:
         return f"about {s} s left"
     m = int(s / 60 + 0.5)  # to the nearest minute (2.5 min is "about 3 min"), never down by habit
     return f"about {m} min left" if m < 90 else f"about {m // 60} h {m % 60:02d} min left"
+
+
+def photos_dir() -> str:
+    """Where a file dialog opens the first time: the user's Pictures folder, else home (it opened
+    in the folder the app was started from)."""
+    from PySide6.QtCore import QStandardPaths
+
+    pictures = QStandardPaths.writableLocation(QStandardPaths.PicturesLocation)
+    return pictures if pictures and os.path.isdir(pictures) else os.path.expanduser("~")
 
 
 def check_weights(settings: Settings) -> None:

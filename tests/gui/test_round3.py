@@ -799,3 +799,27 @@ def test_the_folder_filter_keeps_and_gains_subfolders_while_it_is_open(qtbot, wi
     index_folder(qtbot, window, b)
     want = [str(p.resolve()) for p in (a / "trip", a / "home", b / "2019")]
     qtbot.waitUntil(lambda: all(folder.findData(p) > 0 for p in want), timeout=10000)
+
+
+def test_a_photo_opened_with_ctrl_o_takes_the_keyboard_so_b_draws_a_box(qtbot, window, photo_dir, monkeypatch):
+    """The trial: after Ctrl+O the keyboard stayed where it was; B did nothing until ~10 Tabs
+    reached the photo. The file dialog also opened in the folder the app was started from."""
+    from app.gui.main_window import photos_dir
+
+    index_folder(qtbot, window, photo_dir)
+    window.activateWindow()
+    window.results_view.setFocus()
+    asked = []
+
+    def answer(parent, title, start, pattern):  # the system's file dialog, answered as a person would
+        asked.append(start)
+        return str(photo_dir / "scene0" / "img0.jpg"), pattern
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(answer))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.keyClick(window.results_view, Qt.Key_O, Qt.ControlModifier)
+    assert asked == [photos_dir()] and asked[0] != os.getcwd()
+    assert window.focusWidget() is window.query_view
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000, check_params_cb=lambda r: r is not None and r.box is not None):
+        qtbot.keyClick(window.focusWidget(), Qt.Key_B)
