@@ -5,6 +5,7 @@ commands to the LibraryService and requests to the search worker, and renders wh
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from PIL import Image as PILImage
@@ -507,6 +508,7 @@ class MainWindow(QMainWindow):
                 self.index_label.setText(f"{folder} could not be removed: {ev.data}")
             self.refresh_library()
             self._watch_folders()
+            self._scroll_top = True  # the list lost photos: from its top again (it stayed at #10)
             self._search_again_if_changed()
         elif kind == "failed":
             self.index_label.setText(ev.data)
@@ -578,6 +580,10 @@ class MainWindow(QMainWindow):
                               for f in st.get("folders", [])} if totals else {}
                 self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go "
                                          "(Resume: Library pane)")
+            elif not prog.total and not prog.missing:  # a rescan that found nothing to do says so
+                self._left = {}
+                self.index_label.setText(f"Checked at {time.strftime('%H:%M:%S')}: no new or changed photos; "
+                                         f"{plural(st['indexed'], 'photo')} searchable")
             else:
                 self._left = {}
                 self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, "

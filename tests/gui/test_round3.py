@@ -738,6 +738,11 @@ def test_a_rescan_of_changed_photos_counts_them_once(qtbot, window, tmp_path):
         qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
     totals = {int(m[2]) for t in statuses if (m := re.search(r"Indexing (\d+) of (\d+)", t))}
     assert totals == {20}, statuses
+    # and a Rescan with nothing to do says so (the trial: the screen did not change at all)
+    before = window.index_label.text()
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    assert window.index_label.text() != before and "no new or changed photos" in window.index_label.text()
 
 
 def test_a_custom_date_range_leaves_the_choice_of_time_readable_at_the_smallest_window(qtbot, window, photo_dir):
@@ -823,3 +828,26 @@ def test_a_photo_opened_with_ctrl_o_takes_the_keyboard_so_b_draws_a_box(qtbot, w
     qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
     with qtbot.waitSignal(window.searchFinished, timeout=30000, check_params_cb=lambda r: r is not None and r.box is not None):
         qtbot.keyClick(window.focusWidget(), Qt.Key_B)
+
+
+def test_after_remove_the_results_are_shown_from_their_top(qtbot, window, tmp_path, monkeypatch):
+    """The trial: after Remove the grid was searched again but stayed scrolled at #10."""
+    root = tmp_path / "lib"
+    for i in range(40):
+        write_photo(root / "keep" / f"k{i:02d}.png", i, size=(120, 90))
+    for i in range(4):
+        write_photo(root / "drop" / f"d{i}.png", 80 + i, size=(120, 90))
+    index_folder(qtbot, window, root / "keep")
+    index_folder(qtbot, window, root / "drop")
+    search(qtbot, window, root / "keep" / "k01.png")
+    bar = window.results_view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5000)
+    wheel(window.results_view.viewport(), -6)  # the person scrolls down the results
+    assert bar.value() > 0
+    lib = window.library.folder_list
+    row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith("drop"))
+    qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
+    qtbot.waitUntil(lambda: bar.value() == 0, timeout=5000)
