@@ -94,7 +94,10 @@ def main():
     QTest.mouseMove(view, p2)
     QTest.mouseRelease(view, Qt.LeftButton, Qt.NoModifier, p2)
     wait_for(win.searchFinished)
+    if not win.heat_action.isChecked():
+        win.heat_action.trigger()  # the heat overlay on the query and the results, as View > Heat overlay
     shoot("box-search")
+    win.heat_action.trigger()
     # the filter bar, its time choices open
     QTest.mouseClick(win.results.filter_btn, Qt.LeftButton)
     settle(800)

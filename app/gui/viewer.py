@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QScrollArea,
                                QSizePolicy, QVBoxLayout)
@@ -114,7 +114,9 @@ class ViewerDialog(QDialog):
         t = e.type()
         if t == QEvent.Wheel and e.angleDelta().y() and not e.modifiers() & Qt.ShiftModifier:
             # the wheel zooms, as in photo viewers (Shift+wheel and the scroll bars move a zoomed photo)
-            self.zoom_by(1.25 if e.angleDelta().y() > 0 else 0.8)
+            pos, vp = e.position().toPoint(), self.scroll.viewport()
+            anchor = pos if obj is vp else self.picture.mapTo(vp, pos) if obj is self.picture else None
+            self.zoom_by(1.25 if e.angleDelta().y() > 0 else 0.8, anchor)
             return True
         if t in (QEvent.KeyPress, QEvent.ShortcutOverride) and self._key(e) is not None:
             if t == QEvent.KeyPress:
@@ -123,8 +125,11 @@ class ViewerDialog(QDialog):
             return True
         return super().eventFilter(obj, e)
 
-    def zoom_by(self, factor: float) -> None:
-        """Zoom in or out from what is shown (from the fitted size when fitted)."""
+    def zoom_by(self, factor: float, anchor: QPoint | None = None) -> None:
+        """Zoom in or out from what is shown (from the fitted size when fitted); `anchor` (a point
+        of the scroll area's viewport, the mouse's) keeps the part of the photo under it in place
+        (the wheel zoomed about the photo's top-left corner)."""
+        at = self._photo_point(anchor) if anchor is not None else None
         img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
         if self.fit:
             vp = self.scroll.viewport().size()
@@ -138,6 +143,20 @@ class ViewerDialog(QDialog):
         z = self.zoom * factor
         self.zoom = min(z, max(8.0, self.zoom)) if factor > 1 else max(z, min(0.05, self.zoom))
         self._render()
+        pm = self.picture.pixmap()
+        if at is not None and pm is not None and not pm.isNull():
+            self.scroll.horizontalScrollBar().setValue(round(at[0] * pm.width() - anchor.x()))
+            self.scroll.verticalScrollBar().setValue(round(at[1] * pm.height() - anchor.y()))
+
+    def _photo_point(self, anchor: QPoint) -> tuple[float, float] | None:
+        """Where `anchor` (viewport pixels) lies on the photo shown, as fractions of its width and
+        height (clipped to it); None when nothing is shown."""
+        pm = self.picture.pixmap()
+        if pm is None or pm.isNull():
+            return None
+        p = self.picture.mapFrom(self.scroll.viewport(), anchor)
+        x0, y0 = (self.picture.width() - pm.width()) / 2, (self.picture.height() - pm.height()) / 2  # centred
+        return (min(max((p.x() - x0) / pm.width(), 0.0), 1.0), min(max((p.y() - y0) / pm.height(), 0.0), 1.0))
 
     @property
     def hit(self):

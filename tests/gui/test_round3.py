@@ -851,3 +851,36 @@ def test_after_remove_the_results_are_shown_from_their_top(qtbot, window, tmp_pa
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
     qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
     qtbot.waitUntil(lambda: bar.value() == 0, timeout=5000)
+
+
+def test_the_viewer_zooms_about_the_mouse(qtbot, window, tmp_path):
+    """The trial: the wheel zoomed about the photo's top, not about the pointer."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    d = tmp_path / "lib"
+    for i in range(3):
+        write_photo(d / f"p{i}.png", i, size=(1600, 1200))
+    index_folder(qtbot, window, d)
+    search(qtbot, window, d / "p0.png")
+    viewer = open_viewer(qtbot, window)
+    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    vp = viewer.scroll.viewport()
+    at = QPoint(vp.width() * 3 // 4, vp.height() * 3 // 4)  # the lower right of the photo
+
+    def under(point):  # which part of the photo is under the mouse: fractions of its width and height
+        pm, pic = viewer.picture.pixmap(), viewer.picture
+        q = pic.mapFrom(vp, point)
+        return (q.x() - (pic.width() - pm.width()) / 2) / pm.width(), (q.y() - (pic.height() - pm.height()) / 2) / pm.height()
+
+    for _ in range(2):
+        qtbot.keyClick(viewer.scroll, Qt.Key_Plus)  # larger than the window first: room to scroll both ways
+    before, width = under(at), viewer.picture.pixmap().width()
+    for _ in range(3):
+        ev = QWheelEvent(QPointF(at), QPointF(vp.mapToGlobal(at)), QPoint(0, 0), QPoint(0, 120), Qt.NoButton,
+                         Qt.NoModifier, Qt.NoScrollPhase, False)
+        QApplication.sendEvent(vp, ev)
+    after = under(at)
+    assert viewer.picture.pixmap().width() > 1.9 * width
+    assert abs(after[0] - before[0]) < 0.01 and abs(after[1] - before[1]) < 0.01, (before, after)
+    viewer.close()
