@@ -889,14 +889,18 @@ class MainWindow(QMainWindow):
         svc, stats = self.svc, self.svc.stats()
         gen, roots = stats.get("generation"), [f["path"] for f in stats.get("folders", [])]
         self._subfolders_reading = True
-        self.background.run(svc.catalog.subfolders, lambda subs: self._got_subfolders(svc, gen, roots, subs))
+        self.background.run(lambda: (svc.catalog.subfolders(), svc.catalog.taken_years()),
+                            lambda got: self._got_subfolders(svc, gen, roots, got))
 
-    def _got_subfolders(self, svc, gen, roots, subs) -> None:
+    def _got_subfolders(self, svc, gen, roots, got) -> None:
+        """The folders under the library folders and the years holding photos, read for the filter."""
         self._subfolders_reading = False
-        if svc is not self.svc or isinstance(subs, Exception):
+        if svc is not self.svc or isinstance(got, Exception):
             return
+        subs, years = got
         self._subfolders, self._subfolders_gen, self._subfolder_roots = subs, gen, roots
         self._subfolders_stale = gen != svc.stats().get("generation")
+        self.results.set_years(years)
         self.results.set_folders([f["path"] for f in svc.stats().get("folders", [])], subs)
 
     def _find_similar_from_dialog(self, path: str) -> None:

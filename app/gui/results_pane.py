@@ -102,6 +102,7 @@ class ResultsPane(QWidget):
         self.filter_bar.setVisible(False)
         v.addWidget(self.filter_bar)
         self._span: tuple[date, date] | None = None
+        self._years: set[int] | None = None  # years holding photos, once read
         self.set_dates(None)
         self.info = ElidedLabel("")
         info_row = QHBoxLayout()
@@ -154,12 +155,24 @@ class ResultsPane(QWidget):
         holds; a custom range opens at them."""
         today = date.today()
         self._span = (date.fromtimestamp(span[0]), date.fromtimestamp(span[1])) if span else None
+        self._fill_when()
+        first, last = self._span or (today - timedelta(days=365), today)
+        self.after.setDate(first)
+        self.before.setDate(last)
+
+    def set_years(self, years: list[int] | None) -> None:
+        """The years that hold photos (read when the filter opens): only those are offered."""
+        self._years = set(years) if years is not None else None
+        self._fill_when()
+
+    def _fill_when(self) -> None:
+        today = date.today()
         current = self.when.currentData()
         choices = [("Any time", ("any",)), ("Last 30 days", ("days", 30)), ("Last 12 months", ("days", 365)),
                    ("This year", ("year", today.year)), ("Last year", ("year", today.year - 1))]
-        if self._span:  # every year the library holds (it listed only the last 12)
+        if self._span:  # every year the library holds (it listed only the last 12), none without photos
             for y in range(self._span[1].year, max(self._span[0].year, self._span[1].year - 60) - 1, -1):
-                if y < today.year - 1:
+                if y < today.year - 1 and (self._years is None or y in self._years):
                     choices.append((str(y), ("year", y)))
         choices.append(("Custom range…", ("custom",)))
         self.when.blockSignals(True)
@@ -169,9 +182,6 @@ class ResultsPane(QWidget):
         i = self.when.findData(current) if current is not None else 0
         self.when.setCurrentIndex(max(0, i))
         self.when.blockSignals(False)
-        first, last = self._span or (today - timedelta(days=365), today)
-        self.after.setDate(first)
-        self.before.setDate(last)
 
     def _dates_changed(self) -> None:
         """A range typed the other way round is put in order, in the fields too (it gave "No

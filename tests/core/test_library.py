@@ -456,3 +456,14 @@ def test_every_photo_is_decoded_once_in_a_first_run(lib, tmp_path, monkeypatch):
     assert prog.done == 40 and lib.stats()["indexed"] == 40
     twice = sorted(p for p in set(decoded) if decoded.count(p) > 1)
     assert len(decoded) == 40 and not twice, (len(decoded), twice[:5])
+
+
+def test_the_years_that_hold_photos(lib, tmp_path):
+    """The date filter offers only these (it offered every year between the first and the last)."""
+    d = tmp_path / "lib"
+    for i, year in enumerate((2005, 2012, 2012)):
+        p = write_photo(d / f"p{i}.png", i, size=(120, 90))
+        t = time.mktime((year, 6, 1, 12, 0, 0, 0, 0, -1))
+        os.utime(p, (t, t))
+    index(lib, [d])
+    assert lib.catalog.taken_years() == [2005, 2012]

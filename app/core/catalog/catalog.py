@@ -692,6 +692,18 @@ class Catalog:
                                                                                           Image.taken > 0)).first()
         return (float(lo), float(hi)) if lo is not None else None
 
+    def taken_years(self) -> list[int]:
+        """The years (local time: today's offset from UTC) in which the searchable photos were
+        taken, ascending: the date filter offers those (it offered every year between the first
+        and the last, and a year with no photo gave "No results")."""
+        from datetime import datetime
+
+        with self._read() as s:
+            taken = np.fromiter(s.scalars(select(Image.taken).where(Image.status == "indexed", Image.taken > 0)), np.float64)
+        offset = int(datetime.now().astimezone().utcoffset().total_seconds())
+        local = (taken + offset).astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64)
+        return [int(y) + 1970 for y in np.unique(local)]
+
     def count_indexed(self, space_id: int | None = None) -> int:
         """Searchable photos (with a descriptor in `space_id`, when given)."""
         with self._read() as s:
