@@ -580,7 +580,7 @@ class MainWindow(QMainWindow):
                               for f in st.get("folders", [])} if totals else {}
                 self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go "
                                          "(Resume: Library pane)")
-            elif not prog.total and not prog.missing:  # a rescan that found nothing to do says so
+            elif not (prog.total or prog.missing or prog.removed or prog.restored):  # a rescan with nothing to do says so
                 self._left = {}
                 self.index_label.setText(f"Checked at {time.strftime('%H:%M:%S')}: no new or changed photos; "
                                          f"{plural(st['indexed'], 'photo')} searchable")
