@@ -158,6 +158,7 @@ class DuplicatesDialog(QDialog):
         for k, g in enumerate(groups, 1):
             top = QTreeWidgetItem([f"Group {k}: {kinds[g.kind]} ({len(g.members)} photos)", "", "", ""])
             self.tree.addTopLevelItem(top)
+            top.setFirstColumnSpanned(True)  # the title has the whole row (it read "(3 ph…" in the Photo column)
             for m in g.members:
                 folder = os.path.dirname(display(m.path))
                 item = QTreeWidgetItem([os.path.basename(display(m.path)), f"{m.width}x{m.height}",

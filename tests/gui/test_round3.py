@@ -73,6 +73,9 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     assert dlg.done_note.text() == "Could not save the list: No such file or directory"
     headers = [dlg.tree.headerItem().text(i) for i in range(dlg.tree.columnCount())]
     assert "Folder" in headers  # (10) which folder each copy is in
+    # a group's title has the whole row (the trial: "(3 ph…" cut in the Photo column, even at 1920 px)
+    top = dlg.tree.topLevelItem(0)
+    assert dlg.tree.visualRect(dlg.tree.indexFromItem(top, 0)).width() > dlg.tree.columnWidth(0), top.text(0)
     dlg.close()
 
 
