@@ -127,6 +127,7 @@ def fit(rows):
 
 
 def table(by_set: dict, title: str):
+    """by_set: {set: [(relevance, right?, ...)]}: per cut-off, the share of wrong results hidden and of right ones kept."""
     print(title)
     print("| set | right / wrong results | " + " | ".join(f"cut-off {c:.1f}: wrong hidden / right kept" for c in CUTS) + " |")
     print("|---|---|" + "---|" * len(CUTS))
@@ -218,18 +219,8 @@ def main():
                 continue
             if r["rank"] <= a.top:
                 rows.setdefault(name, []).append((r["score"], r["similarity"], p in right))
-    print(f"{status.get('indexed', '?')} photos indexed; top {a.top} of {len(qs)} queries; the CLI's `score`:")
-    print("| set | right / wrong results | " + " | ".join(f"cut-off {c:.1f}: wrong hidden / right kept" for c in CUTS) + " |")
-    print("|---|---|" + "---|" * len(CUTS))
-    for name, rs in list(rows.items()) + [("all", [r for rs in rows.values() for r in rs])]:
-        s = np.array([r[0] for r in rs])
-        ok = np.array([r[2] for r in rs])
-        cells = []
-        for c in CUTS:
-            hid = (s[~ok] < c).mean() if (~ok).any() else float("nan")
-            kept = (s[ok] >= c).mean() if ok.any() else float("nan")
-            cells.append(f"{hid:.2f} / {kept:.2f}")
-        print(f"| {name} | {ok.sum()} / {(~ok).sum()} | " + " | ".join(cells) + " |")
+    table({name: [(r[0], r[2]) for r in rs] for name, rs in rows.items()},
+          f"{status.get('indexed', '?')} photos indexed; top {a.top} of {len(qs)} queries; the CLI's `score`:")
     np.save(home / "relevance-rows.npy", np.array(saved, np.float64))
     (home / "relevance-sets.json").write_text(json.dumps([q[0] for q in qs]))
 

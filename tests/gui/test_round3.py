@@ -32,6 +32,15 @@ def open_viewer(qtbot, window, row=0):
     return window._viewer
 
 
+def remove_folder(qtbot, window, monkeypatch, name: str) -> None:
+    """The library folder ending in `name` clicked in the Library pane, then Remove, confirmed."""
+    lib = window.library.folder_list
+    row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith(name))
+    qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+
+
 def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window, photo_dir):
     """(1) Left/Right page through the results, +/- zoom and H shows the overlay, with the key
     presses going where a person's go: to the picture (the scroll area took the arrows)."""
@@ -115,11 +124,7 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     search(qtbot, window, root / "keep" / "k1.png")
     assert any("/drop/" in h.path for h in window.results_model.hits)
     viewer = open_viewer(qtbot, window)
-    lib = window.library.folder_list
-    row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith("drop"))
-    qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
-    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
-    qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+    remove_folder(qtbot, window, monkeypatch, "drop")
     assert not any("/drop/" in h.path for h in window.results_model.hits)
     assert not any("/drop/" in h.path for h in viewer.hits)
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed drop"), timeout=20000)
@@ -852,11 +857,7 @@ def test_after_remove_the_results_are_shown_from_their_top(qtbot, window, tmp_pa
     qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5000)
     wheel(window.results_view.viewport(), -6)  # the person scrolls down the results
     assert bar.value() > 0
-    lib = window.library.folder_list
-    row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith("drop"))
-    qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
-    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
-    qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+    remove_folder(qtbot, window, monkeypatch, "drop")
     qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
     qtbot.waitUntil(lambda: bar.value() == 0, timeout=5000)
 
