@@ -124,6 +124,7 @@ class Searcher:
     def __init__(self, svc, cache_size: int = 8):
         self.svc = svc
         self._maps: OrderedDict[tuple, FeatureMap] = OrderedDict()
+        self._thumbs: OrderedDict[tuple, bytes] = OrderedDict()  # query photo -> its thumbnail (copies first)
         self._lock = threading.Lock()
         self._cache_size = cache_size
 
@@ -281,10 +282,21 @@ class Searcher:
             row = self.svc.image_rows([own[0]]).get(own[0])
             return (row or {}).get("thumb") or b""
         try:
-            img = req.image if req.image is not None else decode(req.path, draft_side=256).image
-            return thumb(content_of(img)[1])
+            if req.image is not None:  # pasted pixels: no file to read again
+                return thumb(content_of(req.image)[1])
+            st = os.stat(req.path)
+            key = (os.path.realpath(req.path), st.st_size, st.st_mtime_ns)
+            with self._lock:
+                if key in self._thumbs:  # the same photo searched again (a filter, the count): not decoded again
+                    return self._thumbs[key]
+            made = thumb(content_of(decode(req.path, draft_side=256).image)[1])
         except (ImageError, OSError, ValueError):
             return b""
+        with self._lock:
+            self._thumbs[key] = made
+            while len(self._thumbs) > self._cache_size:
+                self._thumbs.popitem(last=False)
+        return made
 
     def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
              pinned: list[int] = (), in_library: bool = False, query_thumb: bytes = b""
