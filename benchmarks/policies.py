@@ -4,6 +4,8 @@
     python benchmarks/policies.py --exp whiten     # mAP against library size n for whitening policies
     python benchmarks/policies.py --exp shrink     # the whitening's shrinkage, D and start (1,000+ photos)
     python benchmarks/policies.py --exp int8       # int8 (NNCF post-training quantisation) against exact
+                                                   # (--backbone efficientnet-lite0: the Fastest preset's model)
+    python benchmarks/policies.py --exp bf16       # bf16 against exact (a CPU with AVX512-BF16 or AMX)
     python benchmarks/policies.py --exp hard       # ideas for the Paris Hard box queries (HeR k, regions)
     python benchmarks/policies.py --exp refine     # QE / HeR (and HeR's k) by library size and query kind
     python benchmarks/policies.py --exp box        # box modes: map, crop, hybrid
@@ -373,10 +375,11 @@ def table(title: str, rows: dict[str, dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "refine", "box", "final", "regional", "mean"])
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "bf16", "refine", "box", "final", "regional", "mean"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="--exp int8: the model quantised (default: the app's)")
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--keep", type=int, default=640, help="--exp final: also photos up to this size analysed at their own (0: not)")
     a = ap.parse_args()
@@ -394,7 +397,7 @@ def main():
             print(table(f"input size {s}", {f"{s} px": out[f"{s} px, shipped policies"]}), flush=True)
         print(table("input size sweep (the union library, 850 photos; shipped policies)", out))
     else:
-        data = Data(size)
+        data = Data(size, a.backbone)
         if a.exp == "whiten":
             # at these sizes the old rule (D = 512 from 2,048 photos) and the new policy (from 1,024)
             # both leave the library unwhitened: one row; the others show what whitening would do
@@ -442,29 +445,40 @@ def main():
                 rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows
                 print(table(f"Hard landmark ideas, library {kind}, n = {n}", rows), flush=True)
-        elif a.exp == "int8":
-            # int8 post-training quantisation (NNCF), calibrated on 300 photos of the largest
-            # library (what a user's own photos would be): every column, then the CNN's speed
-            rng = np.random.default_rng(0)
-            calib = [data.images[i] for i in rng.choice(len(data.images), 300, replace=False)]
-            eng = Int8Engine(calib, size, out=default_cache_dir().parent / "int8-models")
-            q = Data(size, engine=eng)
+        elif a.exp in ("int8", "bf16"):
+            # reduced precision against exact on every column, then the CNN's speed. int8: NNCF
+            # post-training quantisation calibrated on 300 photos of the largest library (what a
+            # user's own photos would be); bf16: OpenVINO's precision hint (a CPU with bf16 only)
+            if a.exp == "int8":
+                rng = np.random.default_rng(0)
+                calib = [data.images[i] for i in rng.choice(len(data.images), 300, replace=False)]
+                eng = Int8Engine(calib, size, a.backbone, out=default_cache_dir().parent / "int8-models")
+            else:
+                from app.core.features.engine import cpu_has_bf16
+
+                if not cpu_has_bf16():
+                    sys.exit("this CPU has no bf16 (AVX512-BF16 or AMX)")
+                eng = Extractor.create(load_backbone(a.backbone), EngineChoice("openvino", "cpu", True), size, models_dir(),
+                                       log=lambda m: None).engine
+                assert eng.precision == "bf16", eng.precision
+            q = Data(size, a.backbone, engine=eng)
+            name = a.exp
             for kind, n in LIBRARIES:
-                rows = {"exact": mean_columns(data, kind, n, shipped, seeds), "int8": mean_columns(q, kind, n, shipped, seeds)}
-                worst = min(rows["int8"][c] - rows["exact"][c] for c in rows["exact"])
+                rows = {"exact": mean_columns(data, kind, n, shipped, seeds), name: mean_columns(q, kind, n, shipped, seeds)}
+                worst = min(rows[name][c] - rows["exact"][c] for c in rows["exact"])
                 out[f"{kind} n={n}"] = rows
-                print(table(f"int8 against exact, library {kind}, n = {n}: worst column {worst:+.2f}", rows), flush=True)
-            diffs = [r["int8"][c] - r["exact"][c] for r in out.values() for c in r["exact"]]
-            print(f"\nint8 - exact over {len(diffs)} library columns: worst {min(diffs):+.2f}, mean {np.mean(diffs):+.2f}")
+                print(table(f"{name} against exact, library {kind}, n = {n}: worst column {worst:+.2f}", rows), flush=True)
+            diffs = [r[name][c] - r["exact"][c] for r in out.values() for c in r["exact"]]
+            print(f"\n{name} - exact over {len(diffs)} library columns: worst {min(diffs):+.2f}, mean {np.mean(diffs):+.2f}")
             from app.core.features.preprocess import load_prepared
 
-            bb = load_backbone(DEFAULT_BACKBONE)
+            bb = load_backbone(a.backbone)
             arrays = [load_prepared(p, size, bb.mean, bb.std).array for p in data.pa_images[:60] + data.uk_images[:60]]
             exact = Extractor.create(bb, EngineChoice("openvino"), size, models_dir(), log=lambda m: None).engine
             fx, fq = forward_speed(exact, arrays), forward_speed(eng, arrays)
             print(f"CNN alone (OpenVINO, {len(arrays)} photos at {size} px, best of 2): exact {fx:.1f} photos/s, "
-                  f"int8 {fq:.1f} photos/s ({fq / fx:.2f}x)")
-            out["speed"] = {"exact": fx, "int8": fq}
+                  f"{name} {fq:.1f} photos/s ({fq / fx:.2f}x)")
+            out["speed"] = {"exact": fx, name: fq}
         elif a.exp == "regional":
             variants = {"global (shipped)": shipped, "regions L=2 (box queries)": replace(shipped, regions=2),
                         "regions L=3 (box queries)": replace(shipped, regions=3),

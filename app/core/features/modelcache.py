@@ -22,7 +22,11 @@ import numpy as np
 FORMAT = 2
 PROBE_SHAPE = (1, 3, 96, 128)
 PROBE_SEED = 20251123
-TOLERANCE = {"f32": 1e-3, "f16": 5e-2, "bf16": 5e-2}  # relative to the largest activation
+# f32: the largest difference, relative to the largest activation. Reduced precisions: the RMS of
+# the difference relative to the reference's (bf16 on an AVX512-BF16 CPU: 0.054 on the probe, its
+# largest single difference 7 % of the largest activation, which the 5 % check this replaced
+# refused, so "fastest" fell back to PyTorch there; a wrong or damaged model gives ~1).
+TOLERANCE = {"f32": 1e-3, "f16": 0.15, "bf16": 0.15}
 _CODE = ("efficientnet_lite.py", "export.py", "registry.py")
 
 
@@ -88,8 +92,10 @@ def output_ok(engine, model: Path) -> bool:
         return False
     if got.shape != ref.shape or not np.isfinite(got).all():
         return False
-    scale = max(float(np.abs(ref).max()), 1e-6)
-    return float(np.abs(got - ref).max()) / scale <= TOLERANCE.get(engine.precision, 1e-3)
+    tol = TOLERANCE.get(engine.precision, 1e-3)
+    if engine.precision == "f32":
+        return float(np.abs(got - ref).max()) / max(float(np.abs(ref).max()), 1e-6) <= tol
+    return float(np.linalg.norm(got - ref)) / max(float(np.linalg.norm(ref)), 1e-6) <= tol
 
 
 def forget(model: Path) -> None:
