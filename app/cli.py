@@ -479,7 +479,7 @@ def cmd_doctor(a) -> int:
 
     from .core.config import Settings, home_dir, models_dir
     from .core.features.engine import (EngineChoice, available_devices, available_engines, bundled_models_dir,
-                                       cpu_has_bf16, create_engine)
+                                       cpu_has_bf16, create_engine, int8_available, precision_of)
     from .core.features.registry import load_backbone
 
     home = home_dir(a.home)
@@ -487,6 +487,8 @@ def cmd_doctor(a) -> int:
     info = {"version": __version__, "python": sys.version.split()[0], "frozen": bool(getattr(sys, "frozen", False)),
             "engines": available_engines(), "devices": available_devices(),
             "torch_installed": importlib.util.find_spec("torch") is not None, "cpu_bf16": cpu_has_bf16(),
+            # what "reduced precision" (fastest) is here; int8 (a model tuned on the library's photos) needs NNCF
+            "reduced": precision_of(EngineChoice(settings.engine, settings.device, True)), "int8": int8_available(),
             "models_dir": str(models_dir(home)), "bundled_models": sorted(p.name for p in bundled_models_dir().glob("*") if p.suffix in (".onnx", ".xml")),
             "model": settings.backbone, "max_side": settings.max_side}
     try:
@@ -516,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--weights", help="weights file for a model that needs one")
     common.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"], help="where the CNN runs")
     common.add_argument("--engine", choices=["auto", *ENGINES], help="inference engine (auto: the fastest exact one)")
-    common.add_argument("--precision", choices=["exact", "fastest"], help=argparse.SUPPRESS)
+    common.add_argument("--precision", choices=["exact", "fastest", "int8"], help=argparse.SUPPRESS)
     common.add_argument("--size", type=_positive_int, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command")
     _add_eval(sub)

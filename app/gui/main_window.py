@@ -531,6 +531,8 @@ class MainWindow(QMainWindow):
             self.ui_settings.setValue("last_rate", round(prog.rate, 2))
         if prog.phase == "scanning":
             text = "Looking for new and changed photos…"
+        elif prog.phase == "tuning the fast model":
+            text = f"Preparing the fast model on the first of {plural(prog.total, 'photo')} (once; up to a minute)…"
         elif prog.phase in ("loading the model", "calibrating") and not prog.done:
             text = f"Preparing to index {plural(prog.total, 'photo')}…"
         elif prog.phase in ("finishing", "done"):
@@ -954,7 +956,7 @@ class MainWindow(QMainWindow):
         except HeatSearchError as e:
             QMessageBox.warning(self, "HeatSearch", str(e))
             return False
-        if new.needs_new_space(old) and confirm:
+        if new.needs_new_space(old) and confirm and self.svc.stats().get("images", 0):  # no photos: nothing to ask
             answer = QMessageBox.question(self, "Index the library again?",
                                           f"These settings describe photos differently, so the library is indexed again "
                                           f"({self.reindex_estimate(new)}). Searches keep working meanwhile with the current "

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QButtonGroup, QCheckBox, QComboBox, QDialog,
+from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QButtonGroup, QComboBox, QDialog,
                                QDialogButtonBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QRadioButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.config import PRESETS, Settings
 from ..core.errors import HeatSearchError
-from ..core.features.engine import available_devices, available_engines
+from ..core.features.engine import EngineChoice, available_devices, available_engines, int8_available, precision_of
 from ..core.features.registry import REGISTRY
 
 ENGINE_WORDS = {"auto": "Automatic (the fastest exact engine)", "openvino": "OpenVINO (processor)",
@@ -105,10 +105,12 @@ class SettingsDialog(QDialog):
             self.device.addItem(DEVICE_WORDS.get(d, d), d)
         self.device.setToolTip("Where the model runs. Only what this computer has is listed.")
         form.addRow("Runs on", self.device)
-        self.fastest = QCheckBox("Allow reduced precision where it is faster")
-        self.fastest.setToolTip("Half precision on a graphics card, bf16 on processors that have it. Results differ slightly; "
-                                "the library is indexed again.")
-        form.addRow("", self.fastest)
+        self.precision = QComboBox()
+        self.precision.setToolTip("Exact gives the reference results. The others describe photos faster with numbers of "
+                                  "fewer bits; results differ very slightly, and the library is indexed again.")
+        form.addRow("Precision", self.precision)
+        self.engine.currentIndexChanged.connect(lambda _i: self._fill_precisions())
+        self.device.currentIndexChanged.connect(lambda _i: self._fill_precisions())
         self.size = QSpinBox()
         self.size.setRange(256, 2048)
         self.size.setSingleStep(64)
@@ -170,7 +172,7 @@ class SettingsDialog(QDialog):
         self.weights.setText(s.weights)
         self.engine.setCurrentIndex(max(0, self.engine.findData(s.engine)))
         self.device.setCurrentIndex(max(0, self.device.findData(s.device)))
-        self.fastest.setChecked(s.precision == "fastest")
+        self._fill_precisions(s.precision)
         self.size.setValue(s.max_side)
         self.dim.setValue(s.dim)
         self.qe.setCurrentIndex(max(0, self.qe.findData(s.qe)))
@@ -181,6 +183,27 @@ class SettingsDialog(QDialog):
         for key, b in self.preset_buttons.items():
             b.setChecked(key == preset)
         self.custom_note.setVisible(preset == "custom")
+
+    def _fill_precisions(self, want: str | None = None) -> None:
+        """The precisions this computer offers with the chosen engine and device, in plain words
+        (reduced precision names what it is here: bf16, half precision, or nothing faster)."""
+        want = want or self.precision.currentData() or "exact"
+        try:
+            fast = precision_of(EngineChoice(self.engine.currentData() or "auto", self.device.currentData() or "auto", True))
+        except HeatSearchError:
+            fast = "f32"
+        items = [("Exact (recommended)", "exact")]
+        if fast != "f32" or want == "fastest":
+            items.append(({"bf16": "bf16 on this processor (faster)", "f16": "Half precision on the graphics card (faster)"}
+                          .get(fast, "Reduced where the hardware has it (none here: exact)"), "fastest"))
+        if int8_available() or want == "int8":
+            items.append(("8-bit, tuned on your first photos (faster on the processor)", "int8"))
+        self.precision.blockSignals(True)
+        self.precision.clear()
+        for words, key in items:
+            self.precision.addItem(words, key)
+        self.precision.setCurrentIndex(max(0, self.precision.findData(want)))
+        self.precision.blockSignals(False)
 
     def _apply_preset(self, button) -> None:
         key = next(k for k, b in self.preset_buttons.items() if b is button)
@@ -228,7 +251,7 @@ class SettingsDialog(QDialog):
     def result_settings(self) -> Settings:
         s = replace(self.base, backbone=self.model.currentData(), weights=self.weights.text().strip(),
                     engine=self.engine.currentData(), device=self.device.currentData(),
-                    precision="fastest" if self.fastest.isChecked() else "exact", max_side=self.size.value(),
+                    precision=self.precision.currentData() or "exact", max_side=self.size.value(),
                     dim=self.dim.value(), qe=self.qe.currentData(), her=self.her.currentData(),
                     region_mode=self.mode.currentData(), top=self.top.value(), problems=[])
         s.preset = preset_of(s)

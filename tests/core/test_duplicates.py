@@ -287,6 +287,7 @@ def test_a_schema_4_catalog_keeps_its_rows_and_is_marked_for_old_signatures(tmp_
     marked as older (border -1) so their hashes are never compared with new ones."""
     from sqlalchemy import text
 
+    from app.core.catalog.models import SCHEMA_VERSION
     from app.core.duplicates import find_duplicates
 
     d = tmp_path / "lib"
@@ -300,11 +301,13 @@ def test_a_schema_4_catalog_keeps_its_rows_and_is_marked_for_old_signatures(tmp_
         conn.execute(text("ALTER TABLE images DROP COLUMN border"))
         conn.execute(text("ALTER TABLE images DROP COLUMN camera"))
         conn.execute(text("ALTER TABLE spaces DROP COLUMN white_shrink"))  # schema 6
+        conn.execute(text("ALTER TABLE spaces DROP COLUMN model"))  # schema 7
+        conn.execute(text("ALTER TABLE spaces DROP COLUMN model_digest"))
         conn.execute(text("UPDATE meta SET value = '4' WHERE key = 'schema_version'"))
     svc.close()
     svc = open_lib(home, library)
     try:
-        assert svc.catalog.schema_version() == 6 and svc.stats()["indexed"] == 5
+        assert svc.catalog.schema_version() == SCHEMA_VERSION and svc.stats()["indexed"] == 5
         assert {r[10] for r in svc.catalog.duplicate_rows().values()} == {-1.0}
         groups = find_duplicates(svc)
         assert [sorted(Path(m.path).name for m in g.members) for g in groups] == [["p0-copy.png", "p0.png"]]

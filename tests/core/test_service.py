@@ -456,7 +456,9 @@ def test_a_whitening_fitted_under_the_old_shrinkage_is_refitted_after_the_upgrad
     monkeypatch.setattr(policy, "SHRINKAGE", 4.0)  # the new one
     svc = open_lib(home, library)
     try:
-        assert svc.catalog.schema_version() == 6
+        from app.core.catalog.models import SCHEMA_VERSION
+
+        assert svc.catalog.schema_version() == SCHEMA_VERSION
         index(svc, [many])  # nothing new to describe
         sp = svc.writer.target.row
         assert sp.white_shrink == 4.0 and sp.white_n == 40

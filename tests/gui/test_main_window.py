@@ -251,6 +251,17 @@ def test_settings_change_asks_with_count_and_time_then_reindexes(qtbot, window, 
     assert (window.svc.home / "settings.json").read_text().count('"max_side": 96') == 1
 
 
+def test_new_settings_for_a_library_without_photos_ask_nothing(qtbot, window, monkeypatch):
+    """(real window, issue 21) "indexed again (0 photos, about 1 second)" was asked of an empty library."""
+    from dataclasses import replace
+
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.No))
+    assert window.apply_settings(replace(window.svc.settings, max_side=96))
+    qtbot.waitUntil(lambda: window.svc.settings.max_side == 96, timeout=10000)
+    assert asked == []
+
+
 def test_scores_shown_follow_the_rank_and_the_cutoff_says_what_it_hides(qtbot, window, photo_dir):
     index_folder(qtbot, window, photo_dir)
     res = search(qtbot, window, photo_dir / "scene1" / "img0.jpg")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButton
 
 from app.core.imageio import open_oriented
 from tests.conftest import write_photo
@@ -465,6 +465,44 @@ def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot,
     assert before == after  # the wheel changed no setting
     assert not seen["sideways"] and not seen["clipped"]
     assert seen["on screen"], (seen["frame"], seen["screen"])
+
+
+def test_8_bit_precision_chosen_in_settings_tunes_the_library_model_and_indexes_with_it(qtbot, window, photo_dir,
+                                                                                       monkeypatch):
+    """(issue 21) Settings > Show advanced settings > Precision, "8-bit, tuned on your first
+    photos" chosen with the mouse and keys, OK, the re-index confirmed: the library's own int8
+    model is made and every photo described with it; the dialog then shows the choice."""
+    index_folder(qtbot, window, photo_dir)
+    old = window.svc.snapshot().space.id
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    seen = {}
+
+    def use_dialog():
+        dlg = QApplication.activeModalWidget()
+        if dlg is None:
+            QTimer.singleShot(100, use_dialog)
+            return
+        qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        qtbot.wait(100)
+        combo = dlg.precision
+        seen["items"] = [combo.itemText(i) for i in range(combo.count())]
+        combo.setFocus()
+        qtbot.keyClick(combo, Qt.Key_End)  # the last item: 8-bit
+        seen["chosen"] = combo.currentText()
+        ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
+        qtbot.mouseClick(ok, Qt.LeftButton)
+
+    act = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Settings…")
+    QTimer.singleShot(300, use_dialog)
+    with qtbot.waitSignal(window.indexingFinished, timeout=120000):
+        act.trigger()
+    wait_idle(qtbot, window)
+    assert seen["items"][0].startswith("Exact") and seen["chosen"].startswith("8-bit")
+    space = window.svc.snapshot().space
+    assert space.id != old and space.precision == "int8" and space.model_digest
+    assert window.svc.stats()["indexed"] == 12
+    assert window.svc.extractor().engine.precision == "int8"
+    assert '"precision": "int8"' in (window.svc.home / "settings.json").read_text()
 
 
 def wheel(widget, steps: int, modifiers=Qt.NoModifier):

@@ -16,6 +16,8 @@ older is reconciled against `live_ids` and `descriptors_since(g)`.
 """
 from __future__ import annotations
 
+import hashlib
+
 import os
 import time
 from pathlib import Path
@@ -256,6 +258,26 @@ class Catalog:
             sp.mu, sp.mu_n = np.asarray(mu, np.float64).tobytes(), int(n_photos)
 
         self._write(write)
+
+    def set_model(self, space_id: int, blob: bytes) -> None:
+        """Store an int8 space's own model (features/quantise.py) and its SHA-256."""
+        def write(s):
+            sp = s.get(Space, space_id)
+            sp.model, sp.model_digest = bytes(blob), hashlib.sha256(blob).hexdigest()
+
+        self._write(write)
+
+    def space_model(self, space_id: int) -> bytes | None:
+        """An int8 space's model, None when it has none yet; CatalogError when the stored bytes do
+        not match their SHA-256 (never run a damaged model: its vectors would be wrong)."""
+        with self._read() as s:
+            blob, digest = s.execute(select(Space.model, Space.model_digest).where(Space.id == space_id)).one()
+        if not digest:
+            return None
+        if hashlib.sha256(blob or b"").hexdigest() != digest:
+            raise CatalogError("the library's int8 model does not match its checksum (damaged); "
+                               "turn reduced precision off in Settings, or index the library again")
+        return bytes(blob)
 
     def set_whitening(self, space_id: int, mean: np.ndarray | None, proj: np.ndarray | None, n: int,
                       before_commit: Callable[[Session, int], None] | None = None, shrink: float = 0.0) -> int:
@@ -771,7 +793,7 @@ def _under(folder: str) -> list:
 
 def _space_row(sp: Space) -> SpaceRow:
     info = SpaceInfo(sp.id, sp.key, sp.backbone, sp.weights_digest, sp.max_side, sp.precision or "f32", sp.threshold,
-                     sp.z_ratio, sp.channels, sp.white_version)
+                     sp.z_ratio, sp.channels, sp.white_version, sp.model_digest or "")
     mu = np.frombuffer(sp.mu, np.float64).copy() if sp.mu else None
     wm = np.frombuffer(sp.white_mean, np.float64).copy() if sp.white_dim else None
     wp = np.frombuffer(sp.white_proj, np.float64).reshape(sp.white_dim, sp.channels).copy() if sp.white_dim else None

@@ -3,14 +3,17 @@ with their SQLAlchemy type compiled for the database at hand, so the same step r
 and on PostgreSQL. A catalog is migrated in one transaction."""
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Float, Integer, LargeBinary, String, func, insert, literal, select, update
+from sqlalchemy import BigInteger, Float, Integer, LargeBinary, String, func, insert, inspect, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from .models import SCHEMA_VERSION, Base, Descriptor, Meta, Space, State
 
 
 def add_column(conn: Connection, table: str, name: str, type_, default) -> None:
-    """ALTER TABLE table ADD COLUMN name TYPE DEFAULT default, in the database's own words."""
+    """ALTER TABLE table ADD COLUMN name TYPE DEFAULT default, in the database's own words; nothing
+    when the table has it (a catalog marked older than its tables, e.g. by a restored meta row)."""
+    if name in {c["name"] for c in inspect(conn).get_columns(table)}:
+        return
     d = conn.dialect
     sql_type = type_.compile(dialect=d)
     lit = literal(default, type_).compile(dialect=d, compile_kwargs={"literal_binds": True})
@@ -59,7 +62,13 @@ def _v5(conn: Connection) -> None:
     add_column(conn, "spaces", "white_shrink", Float(), 1.0)
 
 
-STEPS = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5}
+def _v6(conn: Connection) -> None:
+    """An int8 space's own model (none before: int8 spaces are new in schema 7)."""
+    add_column(conn, "spaces", "model", LargeBinary(), b"")
+    add_column(conn, "spaces", "model_digest", String(), "")
+
+
+STEPS = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
 
 
 def migrate(engine: Engine, version: int) -> None:

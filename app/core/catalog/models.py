@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # A primary key that is SQLite's rowid (INTEGER PRIMARY KEY) there and BIGINT elsewhere.
 ID = BigInteger().with_variant(Integer, "sqlite")
@@ -113,6 +113,10 @@ class Space(Base):
     mu_n: Mapped[int] = mapped_column(Integer, default=0)
     ready: Mapped[int] = mapped_column(Integer, default=0)
     ready_at: Mapped[float] = mapped_column(Float, default=0.0)
+    # an int8 space's own model (features/quantise.py: packed OpenVINO IR, ~5 MB), read only when
+    # a model is built, and the SHA-256 it is checked against; b"" and "" for other spaces
+    model: Mapped[bytes] = mapped_column(LargeBinary, default=b"", deferred=True)
+    model_digest: Mapped[str] = mapped_column(String, default="")
 
 
 class Descriptor(Base):

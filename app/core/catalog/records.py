@@ -30,6 +30,7 @@ class SpaceInfo:
     z_ratio: float
     channels: int
     white_version: int
+    model_digest: str = ""  # int8 spaces: the SHA-256 of their own model ("" until it is made)
 
 
 @dataclass(frozen=True, eq=False)

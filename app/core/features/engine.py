@@ -5,7 +5,8 @@ reference; CPU, CUDA, MPS), ONNX Runtime and OpenVINO.
 
 Exact engines (f32) give the same feature maps as PyTorch on the CPU to ~1e-5 relative and share
 its descriptor space: switching between them needs no re-index. Reduced precision ("fastest":
-fp16 on CUDA, bf16 on a CPU that has it) is its own descriptor space.
+fp16 on CUDA, bf16 on a CPU that has it; "int8": OpenVINO on the CPU) is its own descriptor
+space; an int8 model is the library's own (quantise.py), handed in as bytes.
 
 The CPU runtimes run an ONNX export of the backbone with dynamic height and width. The export is
 made once per (backbone, weights digest, export format), in a child process so that this process
@@ -90,7 +91,7 @@ def available_devices() -> list[str]:
 
 class Engine:
     """Runs one backbone. name: torch | onnxruntime | openvino; device: cpu | cuda | mps;
-    precision: f32 (exact), f16 or bf16 (reduced: its own descriptor space)."""
+    precision: f32 (exact), f16, bf16 or int8 (reduced: its own descriptor space)."""
 
     name = "?"
     device = "cpu"
@@ -191,6 +192,28 @@ class OpenVinoEngine(Engine):
             y = self.request.infer({0: np.ascontiguousarray(x, np.float32)})[0]
             y = np.array(y, dtype=np.float32, copy=True)  # the request reuses its output buffer
         return np.maximum(y, 0, out=y)
+
+
+class QuantisedEngine(OpenVinoEngine):
+    """A library's int8 model (quantise.py; `blob` checked against its digest by the catalog),
+    read from memory and compiled without the compiled-model cache: nothing on disk to trust."""
+
+    precision = "int8"
+
+    def __init__(self, blob: bytes):
+        import threading
+
+        import openvino as ov
+
+        from .quantise import unpack
+
+        self.blob = blob  # handed on to Ray workers (pipeline/distributed.py)
+        xml, weights = unpack(blob)
+        core = ov.Core()
+        model = core.read_model(xml.decode("utf-8"), ov.Tensor(np.frombuffer(weights, np.uint8).copy()))
+        self.compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": str(threads()), "PERFORMANCE_HINT": "LATENCY"})
+        self.request = self.compiled.create_infer_request()
+        self._lock = threading.Lock()
 
 
 # ---- ONNX export cache ------------------------------------------------------------------------
@@ -329,7 +352,8 @@ class EngineChoice:
 
 def precision_of(choice: EngineChoice) -> str:
     """The precision an engine made for `choice` will run at (part of the descriptor space), known
-    without building it: f16 on CUDA or bf16 on a bf16 CPU when `fastest`, else f32."""
+    without building it: f16 on CUDA or bf16 on a bf16 CPU when `fastest`, else f32. (int8 is
+    asked for by name: Settings.precision "int8".)"""
     if not choice.fastest:
         return "f32"
     dev = choice.resolve_device()
@@ -340,10 +364,26 @@ def precision_of(choice: EngineChoice) -> str:
     return "f32"
 
 
-def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Callable[[str], None] = print) -> Engine:
+def int8_available() -> bool:
+    """Whether an int8 model can be made and run here: OpenVINO and NNCF installed."""
+    return installed("openvino") and installed("nncf")
+
+
+def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Callable[[str], None] = print,
+                  quantised: bytes | None = None) -> Engine:
     """Build the engine for `bb`: the first candidate that works. A failure of a CPU runtime (not
-    installed, export or load failed) logs one line and falls back to PyTorch.
+    installed, export or load failed) logs one line and falls back to PyTorch. quantised: a
+    library's int8 model (quantise.py), run by OpenVINO on the CPU whatever `choice` says.
     Raises EngineError when nothing can run it (e.g. no PyTorch and no exported model)."""
+    if quantised is not None:
+        if not installed("openvino"):
+            raise EngineError("this library's vectors were made by an int8 model, which needs OpenVINO")
+        try:
+            return QuantisedEngine(quantised)
+        except EngineError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a blob OpenVINO cannot read: one line
+            raise EngineError(f"the library's int8 model cannot be read: {str(e).splitlines()[0][:200]}") from e
     dev = choice.resolve_device()
     errors = []
     for name in choice.candidates():

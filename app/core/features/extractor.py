@@ -28,10 +28,12 @@ class Extractor:
 
     @classmethod
     def create(cls, backbone: Backbone, choice: EngineChoice = EngineChoice(), max_side: int = DEFAULT_MAX_SIDE,
-               models_dir: Path | None = None, log: Callable[[str], None] = print) -> "Extractor":
+               models_dir: Path | None = None, log: Callable[[str], None] = print,
+               quantised: bytes | None = None) -> "Extractor":
+        """quantised: a library's int8 model (features/quantise.py), which then runs the backbone."""
         from ..config import models_dir as default_models_dir
 
-        return cls(backbone, create_engine(backbone, choice, models_dir or default_models_dir(), log), max_side)
+        return cls(backbone, create_engine(backbone, choice, models_dir or default_models_dir(), log, quantised), max_side)
 
     @property
     def stride(self) -> int:

@@ -245,7 +245,7 @@ class LibraryService:
         if space is None:
             raise HeatSearchError("the library has no active model yet")
         weights = st.weights if space.backbone == st.backbone else ""
-        key = (space.key, weights, st.engine, st.device)
+        key = (space.key, space.model_digest, weights, st.engine, st.device)
         with self._extractor_lock:
             for k, ex in self._extractors:
                 if k == key:
@@ -253,8 +253,13 @@ class LibraryService:
             from ..features.registry import load_backbone
 
             bb = load_backbone(space.backbone, weights or None)
+            quantised = None
+            if space.precision == "int8":  # the library's own model, checked against its digest
+                quantised = self.catalog.guard(self.catalog.space_model, space.id)
+                if quantised is None:
+                    raise HeatSearchError("this library's fast (int8) model is not made yet: index the library")
             ex = Extractor.create(bb, EngineChoice(st.engine, st.device, space.precision != "f32"), space.max_side,
-                                  models_dir(self.home), self._log)
+                                  models_dir(self.home), self._log, quantised)
             if ex.engine.precision != space.precision:
                 ex.engine.close()
                 raise HeatSearchError(f"the engine runs at {ex.engine.precision}, the library's vectors were made at "
@@ -268,6 +273,16 @@ class LibraryService:
         for _, o in old:
             o.engine.close()
         return ex
+
+    def _make_model(self, photos: list[str], cancelled) -> bytes | None:
+        """The target space's own int8 model, tuned on `photos` (features/quantise.py)."""
+        from ..features.quantise import quantise
+        from ..features.registry import load_backbone
+
+        space = self.writer.target.row.info
+        weights = self.settings.weights if space.backbone == self.settings.backbone else ""
+        bb = load_backbone(space.backbone, weights or None)
+        return quantise(bb, photos, space.max_side, models_dir(self.home), self._log, cancelled)
 
     def _drop_extractor(self, timeout: float = -1) -> None:
         """Close and forget the cached extractors; nothing when their lock is not had within
@@ -329,7 +344,8 @@ class LibraryService:
             if self.writer.target is None:
                 raise HeatSearchError(self.writer.unusable or "no model to index with")
             space = self.writer.target.row.info
-            prod = LocalProducer(lambda: self.extractor(space), self.interactive)
+            # the target's row when the model is loaded: an int8 space's own model is made just before
+            prod = LocalProducer(lambda: self.extractor(self.writer.target.row.info), self.interactive)
             if ray:
                 from ..pipeline.distributed import RayProducer
                 from ..pipeline.produce import ModelSpec
@@ -338,7 +354,7 @@ class LibraryService:
             last = None
             try:
                 for prog in index_library(self.writer, cmd.control, prod, self.settings.batch_size, verify=verify,
-                                          only=None if folders else only):
+                                          only=None if folders else only, make_model=self._make_model):
                     if last is not None and prog.phase != last.phase:
                         self._publish_stats()  # a new phase at once: a folder just added is listed after its scan
                     last = prog

@@ -27,7 +27,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.records import BatchOutcome, FolderInfo, Known, Record, SpaceRow
 from ..config import Settings
 from ..errors import HeatSearchError, InputError
-from ..features.engine import EngineChoice, precision_of
+from ..features.engine import EngineChoice, int8_available, precision_of
 from ..features.registry import REGISTRY, WeightsLoadError, WeightsMissingError, load_backbone
 from . import paths
 from .snapshot import ServerSnapshot, Snapshot
@@ -109,7 +109,12 @@ class LibraryWriter:
         if st.backbone not in REGISTRY:
             raise WeightsMissingError(f"unknown model '{st.backbone}'; known: {', '.join(REGISTRY)}")
         bb = load_backbone(st.backbone, st.weights or None)
-        prec = precision_of(EngineChoice(st.engine, st.device, st.precision == "fastest"))
+        if st.precision == "int8":  # OpenVINO on the CPU, whatever engine and device say
+            if not int8_available():
+                raise WeightsMissingError("8-bit precision needs OpenVINO and NNCF (pip install nncf)")
+            prec = "int8"
+        else:
+            prec = precision_of(EngineChoice(st.engine, st.device, st.precision == "fastest"))
         return space_key(st.backbone, bb.weights_digest, st.max_side, prec), bb
 
     def _check_model(self, bb) -> None:
@@ -304,6 +309,11 @@ class LibraryWriter:
     # ---- centring mean and whitening ------------------------------------------------------------------
     def set_mu(self, mu: np.ndarray, n_photos: int) -> None:
         self.catalog.set_mu(self.target.id, mu, n_photos)
+        self.target.row = self.catalog.space_by_id(self.target.id)
+
+    def set_model(self, blob: bytes) -> None:
+        """Store the target space's own int8 model (made before its first photo is described)."""
+        self.catalog.set_model(self.target.id, blob)
         self.target.row = self.catalog.space_by_id(self.target.id)
 
     def refit_whitening(self, force: bool = False, cancelled=None) -> bool:

@@ -162,6 +162,10 @@ class RayProducer:
         self.log(f"Ray: {self.workers} worker{'s' if self.workers != 1 else ''} on {int(cpus)} CPUs"
                  f"{f' and {self.gpus} GPUs' if self.gpus else ''} (connected in {self.startup_s:.1f} s)")
         self.local.prepare()
+        if self.spec.precision == "int8":  # the workers run the library's own model, made just before
+            from dataclasses import replace
+
+            self.spec = replace(self.spec, model=self.local.ex.engine.blob)
 
     def mean(self, tasks, want, reuse, cancelled):
         return self.local.mean(tasks, want, reuse, cancelled)

@@ -218,10 +218,13 @@ class LocalProducer:
 
 
 def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 8, verify: bool = False,
-                  only=None) -> Iterator[Progress]:
+                  only=None, make_model: Callable[[list[str], Callable[[], bool]], bytes | None] | None = None
+                  ) -> Iterator[Progress]:
     """Index every reachable folder of the library (`only`: these folders inside it) into the
     writer's target space. Yields Progress copies after the scan and every batch. verify: re-read
-    every file's bytes (finds a photo replaced by one of the same size and time)."""
+    every file's bytes (finds a photo replaced by one of the same size and time). make_model:
+    (photo paths, cancelled) -> an int8 space's own model (features/quantise.py), called before
+    the first photo of such a space is described; None when cancelled."""
     prog = Progress("scanning")
     yield prog.emit()
     if writer.target is None:
@@ -235,6 +238,19 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     if not p.tasks:
         yield from _finish(writer, control, p, prog)
         return
+    sp = writer.target.row.info
+    if sp.precision == "int8" and not sp.model_digest:
+        prog.phase = "tuning the fast model"
+        yield prog.emit()
+        if make_model is None:
+            raise Cancelled("this library's int8 model is not made yet, and this run cannot make it")
+        # the plan's order: the centring sample first, a spread of the library
+        blob = make_model([t.path for t in p.tasks], lambda: control.cancelled)
+        if blob is None or control.cancelled:
+            prog.phase = "cancelled"
+            yield prog.emit()
+            return
+        writer.set_model(blob)
     prog.phase = "loading the model"
     yield prog.emit()
     producer.prepare()

@@ -138,13 +138,15 @@ class ModelSpec:
     z_ratio: float
     engine: str = "auto"
     device: str = "auto"
+    precision: str = "f32"  # the space's: a worker whose engine runs at another is refused
+    model: bytes = b""  # an int8 space's own model (features/quantise.py)
 
     @classmethod
-    def of(cls, space, settings) -> "ModelSpec":
+    def of(cls, space, settings, model: bytes = b"") -> "ModelSpec":
         """The spec of a SpaceInfo `space` run with the user's engine and device `settings`."""
         weights = settings.weights if space.backbone == settings.backbone else ""
         return cls(space.backbone, weights, space.weights_digest, space.max_side, space.precision != "f32",
-                   space.threshold, space.z_ratio, settings.engine, settings.device)
+                   space.threshold, space.z_ratio, settings.engine, settings.device, space.precision, model)
 
     @property
     def params(self) -> HewParams:
@@ -153,7 +155,7 @@ class ModelSpec:
     def extractor(self, models_dir, log=print):
         """Build the extractor here; EngineError/WeightsMissingError when this machine's weights are
         not the library's (a worker with other weights would write wrong descriptors)."""
-        from ..errors import WeightsLoadError
+        from ..errors import EngineError, WeightsLoadError
         from ..features.engine import EngineChoice
         from ..features.extractor import Extractor
         from ..features.registry import load_backbone
@@ -162,4 +164,10 @@ class ModelSpec:
         if bb.weights_digest != self.weights_digest:
             raise WeightsLoadError(f"the weights of {self.backbone} here (digest {bb.weights_digest}) are not the "
                                    f"library's ({self.weights_digest})")
-        return Extractor.create(bb, EngineChoice(self.engine, self.device, self.fastest), self.max_side, models_dir, log)
+        ex = Extractor.create(bb, EngineChoice(self.engine, self.device, self.fastest), self.max_side, models_dir, log,
+                              self.model or None)
+        if ex.engine.precision != self.precision:  # its vectors would not be comparable with the library's
+            ex.engine.close()
+            raise EngineError(f"this machine's engine runs at {ex.engine.precision}, the library's vectors are "
+                              f"{self.precision}")
+        return ex

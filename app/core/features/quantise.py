@@ -1,0 +1,139 @@
+"""int8 models for CPUs without bf16: OpenVINO's model quantised by NNCF (post-training, fast bias
+correction), calibrated on photos of the library it will index.
+
+    blob = quantise(bb, photo_paths, max_side, models_dir, log, cancelled)   # once per library space
+    xml, weights = unpack(blob)                                              # what OpenVINO reads
+
+The model is a library's data, not a cache: a quantised model depends on its calibration photos,
+so the same library gets the same model on every machine only if the model travels with it. It is
+stored in the catalog with its space (packed: 8-byte xml length, xml, weights) under its SHA-256,
+and checked against it before every use (Catalog.space_model).
+
+Quantising runs in a child process (`python -I`, like the ONNX export): NNCF imports PyTorch when
+it is installed (+700 MB), and a crash or hang cannot take the app with it. The child decodes the
+photos itself, one at a time (300 prepared photos would be 700 MB of float32), at the size the
+library analyses them.
+"""
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from ..errors import EngineError
+from .registry import Backbone
+
+CALIBRATION_PHOTOS = 300  # measured with 300 (README, "Engines"): at most -0.32 mAP on any shared column
+TIMEOUT_S = 1200
+
+
+def pack(xml: bytes, weights: bytes) -> bytes:
+    return struct.pack("<Q", len(xml)) + xml + weights
+
+
+def unpack(blob: bytes) -> tuple[bytes, bytes]:
+    """(xml, weights) of a packed model; EngineError when it is not one."""
+    if len(blob) < 8:
+        raise EngineError("the library's int8 model is empty")
+    n = struct.unpack("<Q", blob[:8])[0]
+    if n > len(blob) - 8:
+        raise EngineError("the library's int8 model is cut short")
+    return blob[8: 8 + n], blob[8 + n:]
+
+
+def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, log: Callable[[str], None] = print,
+             cancelled: Callable[[], bool] = lambda: False) -> bytes | None:
+    """The packed int8 model of `bb`, calibrated on (at most CALIBRATION_PHOTOS of) `photos` at
+    `max_side`; None when cancelled. Raises EngineError when it cannot be made."""
+    from .engine import installed, openvino_model
+
+    if not installed("nncf"):
+        raise EngineError("int8 needs NNCF (pip install nncf)")
+    if not photos:
+        raise EngineError("no photos to tune the int8 model on")
+    base = openvino_model(bb, models_dir, log)
+    photos = photos[:CALIBRATION_PHOTOS]
+    log(f"tuning the fast (int8) model on {len(photos)} of the library's photos (once: up to a minute)")
+    root = str(Path(__file__).resolve().parents[3])
+    models_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="heatsearch-int8-", dir=models_dir) as d:
+        listing = Path(d) / "photos.txt"
+        # one path per line, bytes as the file system has them (any name survives)
+        listing.write_bytes(b"\n".join(p.encode("utf-8", "surrogateescape") for p in photos))
+        out = Path(d) / "model.xml"
+        code = f"import sys; sys.path.insert(0, {root!r}); from app.core.features.quantise import main; sys.exit(main())"
+        norm = ",".join(str(float(v)) for v in (*bb.mean, *bb.std))
+        cmd = [sys.executable, "-I", "-c", code, str(base), str(max_side), norm, str(listing), str(out)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=d)
+        t0 = time.monotonic()
+        while proc.poll() is None:
+            if cancelled() or time.monotonic() - t0 > TIMEOUT_S:
+                proc.kill()
+                proc.communicate()
+                if cancelled():
+                    return None
+                raise EngineError(f"tuning the int8 model took longer than {TIMEOUT_S} s")
+            time.sleep(0.1)
+        _, err = proc.communicate()
+        weights = out.with_suffix(".bin")
+        if proc.returncode != 0 or not out.is_file() or not weights.is_file():
+            last = (err.strip().splitlines() or ["no output"])[-1]
+            raise EngineError(f"the int8 model could not be made: {last[:300]}")
+        return pack(out.read_bytes(), weights.read_bytes())
+
+
+def _make(base: str, max_side: int, mean: tuple, std: tuple, listing: Path, out: Path) -> int:
+    """In the child: quantise the OpenVINO model `base` on the listed photos, prepared with the
+    model's `mean` and `std`; returns how many photos could be read (a photo that cannot is left
+    out of the calibration)."""
+    import nncf
+    import numpy as np
+    import openvino as ov
+
+    from ..imageio import image_size
+    from .preprocess import load_prepared
+
+    paths = [p.decode("utf-8", "surrogateescape") for p in listing.read_bytes().split(b"\n") if p]
+    readable = []
+    for p in paths:  # a cheap pass first: NNCF iterates the data twice and cannot skip an item
+        try:
+            image_size(p)
+            readable.append(p)
+        except Exception:  # noqa: BLE001 - any photo that cannot be read is left out
+            continue
+    if not readable:
+        raise RuntimeError("none of the calibration photos could be read")
+
+    def transform(p):
+        try:
+            return load_prepared(p, max_side, mean, std).array[None]
+        except Exception:  # noqa: BLE001 - unreadable after all: a mean-grey picture, inside every range
+            return np.zeros((1, 3, 64, 64), np.float32)
+
+    model = ov.Core().read_model(base)
+    q = nncf.quantize(model, nncf.Dataset(readable, transform), subset_size=len(readable), fast_bias_correction=True)
+    ov.save_model(q, str(out))
+    return len(readable)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 5:
+        print("usage: quantise BASE_MODEL MAX_SIDE MEAN1,MEAN2,MEAN3,STD1,STD2,STD3 PHOTO_LIST OUT.xml", file=sys.stderr)
+        return 2
+    base, side, norm, listing, out = argv
+    v = [float(x) for x in norm.split(",")]
+    import logging
+
+    logging.disable(logging.WARNING)  # NNCF's progress bars and notes: the parent logs one line
+    try:
+        n = _make(base, int(side), tuple(v[:3]), tuple(v[3:]), Path(listing), Path(out))
+    except Exception as e:  # noqa: BLE001 - one line for the parent's log
+        print(f"int8 failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 1
+    print(f"quantised on {n} photos")
+    return 0
