@@ -16,6 +16,8 @@ library analyses them.
 """
 from __future__ import annotations
 
+import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -60,6 +62,9 @@ def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, l
     log(f"tuning the fast (int8) model on {len(photos)} of the library's photos (once: up to a minute)")
     root = str(Path(__file__).resolve().parents[3])
     models_dir.mkdir(parents=True, exist_ok=True)
+    for old in models_dir.glob("heatsearch-int8-*"):  # left by a run killed meanwhile (none lives this long)
+        if time.time() - old.stat().st_mtime > TIMEOUT_S:
+            shutil.rmtree(old, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="heatsearch-int8-", dir=models_dir) as d:
         listing = Path(d) / "photos.txt"
         # one path per line, bytes as the file system has them (any name survives)
@@ -128,6 +133,16 @@ def main(argv=None) -> int:
     base, side, norm, listing, out = argv
     v = [float(x) for x in norm.split(",")]
     import logging
+    import threading
+
+    parent = os.getppid()
+
+    def orphaned():  # the app was killed: stop too, rather than tune a model nobody will read
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
 
     logging.disable(logging.WARNING)  # NNCF's progress bars and notes: the parent logs one line
     try:
