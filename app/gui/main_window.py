@@ -339,8 +339,17 @@ class MainWindow(QMainWindow):
             self.resize(min(1400, avail.width()), min(880, avail.height() - 60))
             self.wants_maximized = avail.width() < 1500 or avail.height() < 950
         state = self.ui_settings.value("state")
+        # the side panes' shares of the window's width when it closed, applied at its first size
+        # (restoreState gives the docks their old pixel widths, whatever the screen is now)
+        self._dock_shares = None
         if state is not None:
             self.restoreState(state)
+            shares = self.ui_settings.value("dock_shares")
+            if isinstance(shares, (list, tuple)) and len(shares) == 2:
+                try:
+                    self._dock_shares = [min(0.4, max(0.0, float(x))) for x in shares]
+                except (TypeError, ValueError):
+                    pass
         else:
             self.resizeDocks([self.library_dock, self.preview_dock], [220, 280], Qt.Horizontal)
         split = self.ui_settings.value("split")
@@ -996,10 +1005,30 @@ class MainWindow(QMainWindow):
         self.loader.shutdown(int(timeout * 1000))
         self.svc.close(timeout)
 
+    def resizeEvent(self, e):
+        super().resizeEvent(e)
+        old, new = e.oldSize().width(), e.size().width()
+        if self._dock_shares is not None and new > 0:
+            shares, self._dock_shares = self._dock_shares, None
+            docks = [(d, x) for d, x in zip((self.library_dock, self.preview_dock), shares) if x > 0]
+            if docks:
+                self.resizeDocks([d for d, _ in docks], [max(d.minimumSizeHint().width(), round(x * new)) for d, x in docks],
+                                 Qt.Horizontal)
+        elif old > 0 and new > 0 and abs(new - old) > 0.1 * old:
+            # docks keep their pixel widths as the window grows or shrinks: the side panes keep
+            # their share instead (a trial saw 155-px panes in a maximised 1920-px window, and
+            # other widths after a maximise and restore)
+            docks = [d for d in (self.library_dock, self.preview_dock) if d.isVisible() and not d.isFloating()]
+            if docks:
+                self.resizeDocks(docks, [max(d.minimumSizeHint().width(), round(d.width() * new / old)) for d in docks],
+                                 Qt.Horizontal)
+
     def closeEvent(self, e):
         self.ui_settings.setValue("geometry", self.saveGeometry())
         self.ui_settings.setValue("maximized", "true" if self.isMaximized() else "false")
         self.ui_settings.setValue("state", self.saveState())
+        self.ui_settings.setValue("dock_shares", [round(d.width() / max(1, self.width()), 4) if d.isVisible() else 0.0
+                                                  for d in (self.library_dock, self.preview_dock)])
         self.ui_settings.setValue("split", self.split.saveState())
         self.ui_settings.sync()
         self.shutdown()

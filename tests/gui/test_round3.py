@@ -505,6 +505,24 @@ def test_8_bit_precision_chosen_in_settings_tunes_the_library_model_and_indexes_
     assert '"precision": "int8"' in (window.svc.home / "settings.json").read_text()
 
 
+def test_the_side_panes_keep_their_share_of_a_wider_window_and_come_back_after(qtbot, window):
+    """(trial, round 3) Maximised to 1920 px the side panes stayed at their pixel widths (155 px);
+    after a maximise and restore they had other widths. They now grow and shrink with the window."""
+    window.resize(1000, 700)
+    qtbot.wait(200)
+    before = (window.library_dock.width(), window.preview_dock.width())
+    share = [w / window.width() for w in before]
+    window.resize(1900, 700)
+    qtbot.waitUntil(lambda: window.width() == 1900, timeout=3000)
+    qtbot.wait(200)
+    wide = [window.library_dock.width() / 1900, window.preview_dock.width() / 1900]
+    assert all(abs(w - s) < 0.25 * s for w, s in zip(wide, share)), (share, wide)
+    window.resize(1000, 700)
+    qtbot.wait(200)
+    after = (window.library_dock.width(), window.preview_dock.width())
+    assert all(abs(a - b) <= 0.1 * b for a, b in zip(after, before)), (before, after)
+
+
 def wheel(widget, steps: int, modifiers=Qt.NoModifier):
     """A mouse wheel turned `steps` notches (positive: away from the person) over the widget's centre."""
     from PySide6.QtCore import QPointF
