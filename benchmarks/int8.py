@@ -1,10 +1,9 @@
-"""int8 post-training quantisation of the backbone with OpenVINO's own tool (NNCF), for the
-benchmarks only (benchmarks/policies.py --exp int8, benchmarks/index_throughput.py --engines
-openvino-int8): measured, not shipped (README, "Quality").
+"""int8 post-training quantisation of a backbone with OpenVINO's own tool (NNCF) for
+benchmarks/policies.py --exp int8: one model calibrated on a fixed sample of the shared photos,
+used for every library of the table. The app's own (app/core/features/quantise.py) tunes each
+library's model on that library's first photos, in a child process.
 
     Int8Engine(calibration_paths, size)   # quantise EfficientNet-Lite2 on those photos, run it
-
-Needs NNCF (`pip install nncf`, which pulls scikit-learn; not a dependency of the app).
 """
 from __future__ import annotations
 
