@@ -70,11 +70,11 @@ def child(engine: str, folder: Path, home: Path, backbone: str) -> dict:
     prog = svc.run(svc.index([folder]))
     pipeline = time.perf_counter() - t
     calibration_s = 0.0
-    if "tuning the fast model" in phases:  # once per library: not indexing speed
-        calibration_s = phases["loading the model"] - phases["tuning the fast model"]
+    if "tuning the 8-bit model" in phases:  # once per library: not indexing speed
+        calibration_s = phases["loading the model"] - phases["tuning the 8-bit model"]
         # and its loading (compiling), which the other engines did before the clock started
         after = min(t for ph, t in phases.items() if t > phases["loading the model"])
-        pipeline -= after - phases["tuning the fast model"]
+        pipeline -= after - phases["tuning the 8-bit model"]
     ex = svc.extractor()
     if ex.engine.precision != {"int8": "int8", "bf16": "bf16"}.get(reduced, "f32"):
         raise SystemExit(f"{engine} ran at {ex.engine.precision}")

@@ -45,7 +45,8 @@ class Int8Engine(Engine):
             if xml is not None:
                 xml.parent.mkdir(parents=True, exist_ok=True)
                 ov.save_model(model, str(xml))
-        self.compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": str(threads()), "PERFORMANCE_HINT": "LATENCY"})
+        self.compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": str(threads()),
+                                                          "PERFORMANCE_HINT": "LATENCY"})  # as the app's QuantisedEngine
         self.request = self.compiled.create_infer_request()
 
     def run(self, x: np.ndarray) -> np.ndarray:

@@ -540,8 +540,8 @@ class MainWindow(QMainWindow):
             self.ui_settings.setValue("last_rate", round(prog.rate, 2))
         if prog.phase == "scanning":
             text = "Looking for new and changed photos…"
-        elif prog.phase == "tuning the fast model":
-            text = f"Preparing the fast model on the first of {plural(prog.total, 'photo')} (once; up to a minute)…"
+        elif prog.phase == "tuning the 8-bit model":
+            text = "Tuning the 8-bit model on your photos (once; up to a minute)…"
         elif prog.phase in ("loading the model", "calibrating") and not prog.done:
             text = f"Preparing to index {plural(prog.total, 'photo')}…"
         elif prog.phase in ("finishing", "done"):
@@ -1014,10 +1014,10 @@ class MainWindow(QMainWindow):
             if docks:
                 self.resizeDocks([d for d, _ in docks], [max(d.minimumSizeHint().width(), round(x * new)) for d, x in docks],
                                  Qt.Horizontal)
-        elif old > 0 and new > 0 and abs(new - old) > 0.1 * old:
-            # docks keep their pixel widths as the window grows or shrinks: the side panes keep
-            # their share instead (a trial saw 155-px panes in a maximised 1920-px window, and
-            # other widths after a maximise and restore)
+        elif old > 0 and new > 0 and new != old:
+            # docks keep their pixel widths as the window grows or shrinks (dragged or maximised):
+            # the side panes keep their share instead (a trial saw 155-px panes in a maximised
+            # 1920-px window, and other widths after a maximise and restore)
             docks = [d for d in (self.library_dock, self.preview_dock) if d.isVisible() and not d.isFloating()]
             if docks:
                 self.resizeDocks(docks, [max(d.minimumSizeHint().width(), round(d.width() * new / old)) for d in docks],

@@ -275,8 +275,8 @@ class Catalog:
         if not digest:
             return None
         if hashlib.sha256(blob or b"").hexdigest() != digest:
-            raise CatalogError("the library's int8 model does not match its checksum (damaged); "
-                               "turn reduced precision off in Settings, or index the library again")
+            raise CatalogError("the library's 8-bit model does not match its checksum (damaged): its photos can still be "
+                               "searched with Exact precision (Settings > Advanced > Precision)")
         return bytes(blob)
 
     def set_whitening(self, space_id: int, mean: np.ndarray | None, proj: np.ndarray | None, n: int,

@@ -113,7 +113,7 @@ class Space(Base):
     mu_n: Mapped[int] = mapped_column(Integer, default=0)
     ready: Mapped[int] = mapped_column(Integer, default=0)
     ready_at: Mapped[float] = mapped_column(Float, default=0.0)
-    # an int8 space's own model (features/quantise.py: packed OpenVINO IR, ~5 MB), read only when
+    # an int8 space's own model (features/quantise.py: packed OpenVINO IR, 7 MB for Lite2), read only when
     # a model is built, and the SHA-256 it is checked against; b"" and "" for other spaces
     model: Mapped[bytes] = mapped_column(LargeBinary, default=b"", deferred=True)
     model_digest: Mapped[str] = mapped_column(String, default="")

@@ -211,7 +211,10 @@ class QuantisedEngine(OpenVinoEngine):
         xml, weights = unpack(blob)
         core = ov.Core()
         model = core.read_model(xml.decode("utf-8"), ov.Tensor(np.frombuffer(weights, np.uint8).copy()))
-        self.compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": str(threads()), "PERFORMANCE_HINT": "LATENCY"})
+        # f32 for what is not quantised: OpenVINO's default on a bf16 CPU is bf16, which moved the
+        # maps by 16 % of the largest activation; the same library on another CPU must match
+        self.compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+                                                          "INFERENCE_NUM_THREADS": str(threads())})
         self.request = self.compiled.create_infer_request()
         self._lock = threading.Lock()
 
@@ -365,8 +368,9 @@ def precision_of(choice: EngineChoice) -> str:
 
 
 def int8_available() -> bool:
-    """Whether an int8 model can be made and run here: OpenVINO and NNCF installed."""
-    return installed("openvino") and installed("nncf")
+    """Whether an int8 model can be made here: OpenVINO and NNCF installed, not a bundle (which
+    cannot start the Python child that tunes it; a bundle still runs a library's stored model)."""
+    return installed("openvino") and installed("nncf") and not getattr(sys, "frozen", False)
 
 
 def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Callable[[str], None] = print,

@@ -93,9 +93,11 @@ def output_ok(engine, model: Path) -> bool:
     if got.shape != ref.shape or not np.isfinite(got).all():
         return False
     tol = TOLERANCE.get(engine.precision, 1e-3)
+    worst = float(np.abs(got - ref).max()) / max(float(np.abs(ref).max()), 1e-6)
     if engine.precision == "f32":
-        return float(np.abs(got - ref).max()) / max(float(np.abs(ref).max()), 1e-6) <= tol
-    return float(np.linalg.norm(got - ref)) / max(float(np.linalg.norm(ref)), 1e-6) <= tol
+        return worst <= tol
+    # and no single value far off (damage to a few weights moves a few values, not the RMS)
+    return float(np.linalg.norm(got - ref)) / max(float(np.linalg.norm(ref)), 1e-6) <= tol and worst <= 0.3
 
 
 def forget(model: Path) -> None:

@@ -17,6 +17,7 @@ library analyses them.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -29,7 +30,7 @@ from typing import Callable
 from ..errors import EngineError
 from .registry import Backbone
 
-CALIBRATION_PHOTOS = 300  # measured with 300 (README, "Engines"): at most -0.32 mAP on any shared column
+CALIBRATION_PHOTOS = 300  # measured with 300 (README, "Precision")
 TIMEOUT_S = 1200
 
 
@@ -40,10 +41,10 @@ def pack(xml: bytes, weights: bytes) -> bytes:
 def unpack(blob: bytes) -> tuple[bytes, bytes]:
     """(xml, weights) of a packed model; EngineError when it is not one."""
     if len(blob) < 8:
-        raise EngineError("the library's int8 model is empty")
+        raise EngineError("the library's 8-bit model is empty")
     n = struct.unpack("<Q", blob[:8])[0]
     if n > len(blob) - 8:
-        raise EngineError("the library's int8 model is cut short")
+        raise EngineError("the library's 8-bit model is cut short")
     return blob[8: 8 + n], blob[8 + n:]
 
 
@@ -51,15 +52,17 @@ def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, l
              cancelled: Callable[[], bool] = lambda: False) -> bytes | None:
     """The packed int8 model of `bb`, calibrated on (at most CALIBRATION_PHOTOS of) `photos` at
     `max_side`; None when cancelled. Raises EngineError when it cannot be made."""
-    from .engine import installed, openvino_model
+    from .engine import int8_available, openvino_model
 
-    if not installed("nncf"):
-        raise EngineError("int8 needs NNCF (pip install nncf)")
+    if not int8_available():
+        raise EngineError("an 8-bit model cannot be made here: it needs OpenVINO and NNCF (pip install nncf), "
+                          "outside the app bundle")
     if not photos:
         raise EngineError("no photos to tune the int8 model on")
     base = openvino_model(bb, models_dir, log)
-    photos = photos[:CALIBRATION_PHOTOS]
-    log(f"tuning the fast (int8) model on {len(photos)} of the library's photos (once: up to a minute)")
+    if len(photos) > CALIBRATION_PHOTOS:  # a spread of the run, the same one every time
+        photos = random.Random(0).sample(photos, CALIBRATION_PHOTOS)
+    log(f"tuning the 8-bit model on {len(photos)} of the library's photos (once: up to a minute)")
     root = str(Path(__file__).resolve().parents[3])
     models_dir.mkdir(parents=True, exist_ok=True)
     for old in models_dir.glob("heatsearch-int8-*"):  # left by a run killed meanwhile (none lives this long)
@@ -67,27 +70,33 @@ def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, l
             shutil.rmtree(old, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="heatsearch-int8-", dir=models_dir) as d:
         listing = Path(d) / "photos.txt"
-        # one path per line, bytes as the file system has them (any name survives)
-        listing.write_bytes(b"\n".join(p.encode("utf-8", "surrogateescape") for p in photos))
+        # NUL-separated, bytes as the file system has them (any name survives, a newline included)
+        listing.write_bytes(b"\0".join(p.encode("utf-8", "surrogateescape") for p in photos))
         out = Path(d) / "model.xml"
         code = f"import sys; sys.path.insert(0, {root!r}); from app.core.features.quantise import main; sys.exit(main())"
         norm = ",".join(str(float(v)) for v in (*bb.mean, *bb.std))
         cmd = [sys.executable, "-I", "-c", code, str(base), str(max_side), norm, str(listing), str(out)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=d)
-        t0 = time.monotonic()
-        while proc.poll() is None:
-            if cancelled() or time.monotonic() - t0 > TIMEOUT_S:
-                proc.kill()
-                proc.communicate()
-                if cancelled():
-                    return None
-                raise EngineError(f"tuning the int8 model took longer than {TIMEOUT_S} s")
-            time.sleep(0.1)
-        _, err = proc.communicate()
+        errors = Path(d) / "errors.txt"
+        with open(errors, "wb") as err_file:
+            # stdin: a pipe never written to; the child stops at its end (this process gone).
+            # Its output goes to a file: a pipe nobody reads could fill and block it.
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err_file, cwd=d)
+            t0 = time.monotonic()
+            try:
+                while proc.poll() is None:
+                    if cancelled() or time.monotonic() - t0 > TIMEOUT_S:
+                        proc.kill()
+                        proc.wait()
+                        if cancelled():
+                            return None
+                        raise EngineError(f"tuning the 8-bit model took longer than {TIMEOUT_S} s")
+                    time.sleep(0.1)
+            finally:
+                proc.stdin.close()
         weights = out.with_suffix(".bin")
         if proc.returncode != 0 or not out.is_file() or not weights.is_file():
-            last = (err.strip().splitlines() or ["no output"])[-1]
-            raise EngineError(f"the int8 model could not be made: {last[:300]}")
+            last = (errors.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise EngineError(f"the 8-bit model could not be made: {last[:300]}")
         return pack(out.read_bytes(), weights.read_bytes())
 
 
@@ -102,7 +111,7 @@ def _make(base: str, max_side: int, mean: tuple, std: tuple, listing: Path, out:
     from ..imageio import image_size
     from .preprocess import load_prepared
 
-    paths = [p.decode("utf-8", "surrogateescape") for p in listing.read_bytes().split(b"\n") if p]
+    paths = [p.decode("utf-8", "surrogateescape") for p in listing.read_bytes().split(b"\0") if p]
     readable = []
     for p in paths:  # a cheap pass first: NNCF iterates the data twice and cannot skip an item
         try:
@@ -135,11 +144,9 @@ def main(argv=None) -> int:
     import logging
     import threading
 
-    parent = os.getppid()
-
-    def orphaned():  # the app was killed: stop too, rather than tune a model nobody will read
-        while os.getppid() == parent:
-            time.sleep(0.5)
+    def orphaned():  # the app was killed (its end of stdin closed): stop too, nobody will read the model
+        while os.read(0, 1 << 12):  # the raw descriptor: a buffered stdin's lock stops a clean exit
+            pass
         os._exit(1)
 
     threading.Thread(target=orphaned, daemon=True).start()

@@ -257,7 +257,7 @@ class LibraryService:
             if space.precision == "int8":  # the library's own model, checked against its digest
                 quantised = self.catalog.guard(self.catalog.space_model, space.id)
                 if quantised is None:
-                    raise HeatSearchError("this library's fast (int8) model is not made yet: index the library")
+                    raise HeatSearchError("this library's 8-bit model is not made yet: index the library")
             ex = Extractor.create(bb, EngineChoice(st.engine, st.device, space.precision != "f32"), space.max_side,
                                   models_dir(self.home), self._log, quantised)
             if ex.engine.precision != space.precision:

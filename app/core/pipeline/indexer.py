@@ -240,17 +240,17 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
         return
     sp = writer.target.row.info
     if sp.precision == "int8" and not sp.model_digest:
-        prog.phase = "tuning the fast model"
+        prog.phase = "tuning the 8-bit model"
         yield prog.emit()
         if make_model is None:
-            raise Cancelled("this library's int8 model is not made yet, and this run cannot make it")
-        # the plan's order: the centring sample first, a spread of the library
+            raise Cancelled("this library's 8-bit model is not made yet, and this run cannot make it")
         blob = make_model([t.path for t in p.tasks], lambda: control.cancelled)
+        if blob is not None:  # kept even when cancelled just after: the next run needs no tuning
+            writer.set_model(blob)
         if blob is None or control.cancelled:
             prog.phase = "cancelled"
             yield prog.emit()
             return
-        writer.set_model(blob)
     prog.phase = "loading the model"
     yield prog.emit()
     producer.prepare()

@@ -13,7 +13,7 @@ a damaged model file) never yields a descriptor.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -139,7 +139,7 @@ class ModelSpec:
     engine: str = "auto"
     device: str = "auto"
     precision: str = "f32"  # the space's: a worker whose engine runs at another is refused
-    model: bytes = b""  # an int8 space's own model (features/quantise.py)
+    model: bytes = field(default=b"", repr=False)  # an int8 space's own model (features/quantise.py), 7 MB
 
     @classmethod
     def of(cls, space, settings, model: bytes = b"") -> "ModelSpec":
