@@ -1,5 +1,5 @@
-"""int8 models for CPUs without bf16: OpenVINO's model quantised by NNCF (post-training, fast bias
-correction), calibrated on photos of the library it will index.
+"""8-bit (int8) models: OpenVINO's model quantised by NNCF (post-training, fast bias correction),
+calibrated on photos of the library it will index; its other layers run in f32 (engine.py).
 
     blob = quantise(bb, photo_paths, max_side, models_dir, log, cancelled)   # once per library space
     xml, weights = unpack(blob)                                              # what OpenVINO reads
@@ -7,7 +7,7 @@ correction), calibrated on photos of the library it will index.
 The model is a library's data, not a cache: a quantised model depends on its calibration photos,
 so the same library gets the same model on every machine only if the model travels with it. It is
 stored in the catalog with its space (packed: 8-byte xml length, xml, weights) under its SHA-256,
-and checked against it before every use (Catalog.space_model).
+and checked against it whenever it is loaded (Catalog.space_model).
 
 Quantising runs in a child process (`python -I`, like the ONNX export): NNCF imports PyTorch when
 it is installed (+700 MB), and a crash or hang cannot take the app with it. The child decodes the
@@ -58,7 +58,7 @@ def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, l
         raise EngineError("an 8-bit model cannot be made here: it needs OpenVINO and NNCF (pip install nncf), "
                           "outside the app bundle")
     if not photos:
-        raise EngineError("no photos to tune the int8 model on")
+        raise EngineError("no photos to tune the 8-bit model on")
     base = openvino_model(bb, models_dir, log)
     if len(photos) > CALIBRATION_PHOTOS:  # a spread of the run, the same one every time
         photos = random.Random(0).sample(photos, CALIBRATION_PHOTOS)
