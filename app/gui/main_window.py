@@ -339,9 +339,13 @@ class MainWindow(QMainWindow):
             self.resize(min(1400, avail.width()), min(880, avail.height() - 60))
             self.wants_maximized = avail.width() < 1500 or avail.height() < 950
         state = self.ui_settings.value("state")
-        # the side panes' shares of the window's width when it closed, applied at its first size
-        # (restoreState gives the docks their old pixel widths, whatever the screen is now)
-        self._dock_shares = None
+        # The side panes' shares of the window's width (docks keep pixel widths, whatever the
+        # window or screen does: a trial saw 155-px panes in a maximised 1920-px window). Kept
+        # as numbers, never re-read from the docks while the window resizes (their widths lag
+        # behind: reading them made the panes grow at each maximised start); the user's drags
+        # of a pane's edge update them once the window is shown.
+        self._dock_shares = [220 / 1400, 280 / 1400]
+        self._tracking_docks = False
         if state is not None:
             self.restoreState(state)
             shares = self.ui_settings.value("dock_shares")
@@ -350,7 +354,9 @@ class MainWindow(QMainWindow):
                     self._dock_shares = [min(0.4, max(0.0, float(x))) for x in shares]
                 except (TypeError, ValueError):
                     pass
-        else:
+        for d in (self.library_dock, self.preview_dock):
+            d.installEventFilter(self)
+        if state is None:
             self.resizeDocks([self.library_dock, self.preview_dock], [220, 280], Qt.Horizontal)
         split = self.ui_settings.value("split")
         if split is not None:
@@ -876,6 +882,11 @@ class MainWindow(QMainWindow):
         self.status_label.setText(f"Copied the path of {display(os.path.basename(path))}")
 
     def eventFilter(self, obj, e):
+        if e.type() == QEvent.Resize and obj in (self.library_dock, self.preview_dock):
+            # a pane's edge dragged, or the width just given to it: its share from now on
+            if self._tracking_docks and obj.isVisible() and not obj.isFloating() and self.width() > 0:
+                self._dock_shares[0 if obj is self.library_dock else 1] = min(0.4, obj.width() / self.width())
+            return False
         if obj is self.results_view and e.type() == QEvent.KeyPress and e.key() in (Qt.Key_Delete, Qt.Key_Backspace):
             self.status_label.setText("HeatSearch never deletes photos; use Library → Remove to forget a folder.")
             return True
@@ -1005,30 +1016,32 @@ class MainWindow(QMainWindow):
         self.loader.shutdown(int(timeout * 1000))
         self.svc.close(timeout)
 
+    def showEvent(self, e):
+        super().showEvent(e)
+        if not self._tracking_docks:  # once the first layouts are done: the shares, then the user's drags
+            QTimer.singleShot(300, self._track_docks)
+
+    def _track_docks(self) -> None:
+        self._apply_dock_shares()
+        self._tracking_docks = True
+
+    def _apply_dock_shares(self) -> None:
+        docks = [(d, x) for d, x in zip((self.library_dock, self.preview_dock), self._dock_shares)
+                 if x > 0 and d.isVisible() and not d.isFloating()]
+        if docks and self.width() > 0:
+            self.resizeDocks([d for d, _ in docks], [max(d.minimumSizeHint().width(), round(x * self.width()))
+                                                     for d, x in docks], Qt.Horizontal)
+
     def resizeEvent(self, e):
         super().resizeEvent(e)
-        old, new = e.oldSize().width(), e.size().width()
-        if self._dock_shares is not None and new > 0:
-            shares, self._dock_shares = self._dock_shares, None
-            docks = [(d, x) for d, x in zip((self.library_dock, self.preview_dock), shares) if x > 0]
-            if docks:
-                self.resizeDocks([d for d, _ in docks], [max(d.minimumSizeHint().width(), round(x * new)) for d, x in docks],
-                                 Qt.Horizontal)
-        elif old > 0 and new > 0 and new != old:
-            # docks keep their pixel widths as the window grows or shrinks (dragged or maximised):
-            # the side panes keep their share instead (a trial saw 155-px panes in a maximised
-            # 1920-px window, and other widths after a maximise and restore)
-            docks = [d for d in (self.library_dock, self.preview_dock) if d.isVisible() and not d.isFloating()]
-            if docks:
-                self.resizeDocks(docks, [max(d.minimumSizeHint().width(), round(d.width() * new / old)) for d in docks],
-                                 Qt.Horizontal)
+        if self._tracking_docks and e.size().width() != e.oldSize().width():
+            self._apply_dock_shares()
 
     def closeEvent(self, e):
         self.ui_settings.setValue("geometry", self.saveGeometry())
         self.ui_settings.setValue("maximized", "true" if self.isMaximized() else "false")
         self.ui_settings.setValue("state", self.saveState())
-        self.ui_settings.setValue("dock_shares", [round(d.width() / max(1, self.width()), 4) if d.isVisible() else 0.0
-                                                  for d in (self.library_dock, self.preview_dock)])
+        self.ui_settings.setValue("dock_shares", [round(x, 4) for x in self._dock_shares])
         self.ui_settings.setValue("split", self.split.saveState())
         self.ui_settings.sync()
         self.shutdown()
