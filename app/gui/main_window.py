@@ -961,6 +961,8 @@ class MainWindow(QMainWindow):
         if new is not None:
             rate *= (self.svc.settings.max_side / new.max_side) ** 2
         s = max(1, int(n / max(rate, 0.01) + 0.5))
+        if new is not None and new.precision == "int8" and self.svc.settings.precision != "int8":
+            s += 30  # tuning the 8-bit model first: 11-14 s in the benchmark, 28 s in a trial beside a search
         when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
         return f"{plural(n, 'photo')}, {when} on this computer"
 

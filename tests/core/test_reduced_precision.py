@@ -68,7 +68,7 @@ def test_an_int8_library_tunes_its_own_model_once_and_keeps_it(tmp_path, photos,
     assert blob and hashlib.sha256(blob).hexdigest() == sp.model_digest
     assert b"FakeQuantize" in blob or b"fake_quantize" in blob.lower()  # a quantised graph, not the f32 one
     assert lib.extractor().engine.precision == "int8"
-    assert sum("tuning the 8-bit model on 24" in m for m in lines) == 1
+    assert sum("tuning the 8-bit model on 24 photos" in m for m in lines) == 1
     got, failed = catalog_state(lib)
     assert not failed and set(got) == set(want)
     close = [cosine(np.frombuffer(got[p], np.float32), np.frombuffer(want[p], np.float32)) for p in want]

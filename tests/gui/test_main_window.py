@@ -1,4 +1,5 @@
 """pytest-qt tests that drive the real widgets (offscreen; again under Xvfb in CI)."""
+import re
 from pathlib import Path
 
 import numpy as np
@@ -249,6 +250,20 @@ def test_settings_change_asks_with_count_and_time_then_reindexes(qtbot, window, 
     wait_idle(qtbot, window)
     assert window.svc.snapshot().space.id != old_space and window.svc.stats()["indexed"] == 12
     assert (window.svc.home / "settings.json").read_text().count('"max_side": 96') == 1
+
+
+def test_the_re_index_question_counts_the_8_bit_tuning(qtbot, window, photo_dir, monkeypatch):
+    """(trial, round 4) "443 photos, about 16 seconds" was asked before an 8-bit re-index that
+    took 52 s, 28 s of them tuning the model first."""
+    from dataclasses import replace
+
+    index_folder(qtbot, window, photo_dir)
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.No))
+    window.apply_settings(replace(window.svc.settings, precision="int8"))
+    assert asked and "12 photos" in asked[0]
+    secs = re.search(r"about (\d+) second", asked[0])
+    assert secs and int(secs.group(1)) >= 30, asked[0]
 
 
 def test_new_settings_for_a_library_without_photos_ask_nothing(qtbot, window, monkeypatch):

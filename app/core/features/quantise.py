@@ -62,7 +62,7 @@ def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, l
     base = openvino_model(bb, models_dir, log)
     if len(photos) > CALIBRATION_PHOTOS:  # a spread of the run, the same one every time
         photos = random.Random(0).sample(photos, CALIBRATION_PHOTOS)
-    log(f"tuning the 8-bit model on {len(photos)} of the library's photos (once: up to a minute)")
+    log(f"tuning the 8-bit model on {len(photos)} photos (once)")  # short: the status line shows it
     root = str(Path(__file__).resolve().parents[3])
     models_dir.mkdir(parents=True, exist_ok=True)
     for old in models_dir.glob("heatsearch-int8-*"):  # left by a run killed meanwhile (none lives this long)
