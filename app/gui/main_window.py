@@ -343,9 +343,8 @@ class MainWindow(QMainWindow):
         # window or screen does: a trial saw 155-px panes in a maximised 1920-px window). Kept
         # as numbers, never re-read from the docks while the window resizes (their widths lag
         # behind: reading them made the panes grow at each maximised start); the user's drags
-        # of a pane's edge update them once the window is shown.
+        # of a pane's edge update them.
         self._dock_shares = [220 / 1400, 280 / 1400]
-        self._tracking_docks = False
         if state is not None:
             self.restoreState(state)
             shares = self.ui_settings.value("dock_shares")
@@ -883,8 +882,10 @@ class MainWindow(QMainWindow):
 
     def eventFilter(self, obj, e):
         if e.type() == QEvent.Resize and obj in (self.library_dock, self.preview_dock):
-            # a pane's edge dragged, or the width just given to it: its share from now on
-            if self._tracking_docks and obj.isVisible() and not obj.isFloating() and self.width() > 0:
+            # a pane's edge dragged with the mouse: its share from now on (never a width the
+            # layout gives it meanwhile: restored states and maximising give passing widths)
+            if QGuiApplication.mouseButtons() != Qt.NoButton and obj.isVisible() and not obj.isFloating() \
+                    and self.width() > 0:
                 self._dock_shares[0 if obj is self.library_dock else 1] = min(0.4, obj.width() / self.width())
             return False
         if obj is self.results_view and e.type() == QEvent.KeyPress and e.key() in (Qt.Key_Delete, Qt.Key_Backspace):
@@ -1020,12 +1021,7 @@ class MainWindow(QMainWindow):
 
     def showEvent(self, e):
         super().showEvent(e)
-        if not self._tracking_docks:  # once the first layouts are done: the shares, then the user's drags
-            QTimer.singleShot(300, self._track_docks)
-
-    def _track_docks(self) -> None:
         self._apply_dock_shares()
-        self._tracking_docks = True
 
     def _apply_dock_shares(self) -> None:
         docks = [(d, x) for d, x in zip((self.library_dock, self.preview_dock), self._dock_shares)
@@ -1036,7 +1032,7 @@ class MainWindow(QMainWindow):
 
     def resizeEvent(self, e):
         super().resizeEvent(e)
-        if self._tracking_docks and e.size().width() != e.oldSize().width():
+        if e.size().width() != e.oldSize().width():
             self._apply_dock_shares()
 
     def closeEvent(self, e):
