@@ -41,6 +41,24 @@ def remove_folder(qtbot, window, monkeypatch, name: str) -> None:
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
 
 
+def menu_action(window, text: str):
+    """The window's menu action whose words are `text`."""
+    return next(a for a in window.findChildren(type(window.dup_action)) if a.text() == text)
+
+
+def when_modal(use) -> None:
+    """Call use(dialog) once a modal dialog is open (an action's dialog blocks its caller): the
+    person's clicks and keys on it. Looks again every 100 ms on a loaded machine."""
+    def look():
+        dlg = QApplication.activeModalWidget()
+        if dlg is None:
+            QTimer.singleShot(100, look)
+            return
+        use(dlg)
+
+    QTimer.singleShot(300, look)
+
+
 def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window, photo_dir):
     """(1) Left/Right page through the results, +/- zoom and H shows the overlay, with the key
     presses going where a person's go: to the picture (the scroll area took the arrows)."""
@@ -342,27 +360,22 @@ def test_a_box_drawn_with_the_keyboard(qtbot, window, photo_dir):
 def test_open_a_shared_library_from_the_file_menu(qtbot, window, photo_dir, pg_url):
     """(17) File > Open shared library…: the address typed into the dialog; the window shows that
     library (a folder dropped is indexed into it, searches run on it) and remembers it."""
-    def type_url():
+    def type_url(dlg):
         from PySide6.QtWidgets import QLineEdit
 
-        dlg = QApplication.activeModalWidget()
-        if dlg is None:  # not open yet on a loaded machine: look again (a failure here would leave it open)
-            QTimer.singleShot(100, type_url)
-            return
         edit = dlg.findChild(QLineEdit)
         edit.selectAll()
         qtbot.keyClicks(edit, pg_url)
         qtbot.keyClick(edit, Qt.Key_Return)
 
-    act = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Open shared library…")
-    QTimer.singleShot(300, type_url)
-    act.trigger()
+    when_modal(type_url)
+    menu_action(window, "Open shared library…").trigger()
     assert window.svc.library == pg_url and "postgresql://" in window.windowTitle()
     assert window.ui_settings.value("library") == pg_url
     index_folder(qtbot, window, photo_dir)
     res = search(qtbot, window, photo_dir / "scene1" / "img0.jpg")
     assert res is not None and len(res.hits) == 12 and res.timings["backend"].startswith("pgvector")
-    local = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Open this computer's library")
+    local = menu_action(window, "Open this computer's library")
     local.trigger()
     assert window.svc.library is None and window.ui_settings.value("library") == ""
 
@@ -434,11 +447,7 @@ def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot,
 
     seen = {}
 
-    def use_dialog():
-        dlg = QApplication.activeModalWidget()
-        if dlg is None:
-            QTimer.singleShot(100, use_dialog)
-            return
+    def use_dialog(dlg):
         try:
             qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
             qtbot.wait(100)
@@ -458,9 +467,8 @@ def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot,
         finally:
             dlg.reject()
 
-    act = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Settings…")
-    QTimer.singleShot(300, use_dialog)
-    act.trigger()
+    when_modal(use_dialog)
+    menu_action(window, "Settings…").trigger()
     before, after = seen["her"]
     assert before == after  # the wheel changed no setting
     assert not seen["sideways"] and not seen["clipped"]
@@ -471,17 +479,13 @@ def test_8_bit_precision_chosen_in_settings_tunes_the_library_model_and_indexes_
                                                                                        monkeypatch):
     """(issue 21) Settings > Show advanced settings > Precision, "8-bit, tuned on your first
     photos" chosen with the mouse and keys, OK, the re-index confirmed: the library's own int8
-    model is made and every photo described with it; the dialog then shows the choice."""
+    model is made and every photo described with it."""
     index_folder(qtbot, window, photo_dir)
     old = window.svc.snapshot().space.id
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
     seen = {}
 
-    def use_dialog():
-        dlg = QApplication.activeModalWidget()
-        if dlg is None:
-            QTimer.singleShot(100, use_dialog)
-            return
+    def use_dialog(dlg):
         qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
         qtbot.wait(100)
         combo = dlg.precision
@@ -492,10 +496,9 @@ def test_8_bit_precision_chosen_in_settings_tunes_the_library_model_and_indexes_
         ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
         qtbot.mouseClick(ok, Qt.LeftButton)
 
-    act = next(a for a in window.findChildren(type(window.dup_action)) if a.text() == "Settings…")
-    QTimer.singleShot(300, use_dialog)
+    when_modal(use_dialog)
     with qtbot.waitSignal(window.indexingFinished, timeout=120000):
-        act.trigger()
+        menu_action(window, "Settings…").trigger()
     wait_idle(qtbot, window)
     assert seen["items"][0].startswith("Exact") and seen["chosen"].startswith("8-bit")
     space = window.svc.snapshot().space
