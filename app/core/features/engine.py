@@ -381,13 +381,13 @@ def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Cal
     Raises EngineError when nothing can run it (e.g. no PyTorch and no exported model)."""
     if quantised is not None:
         if not installed("openvino"):
-            raise EngineError("this library's vectors were made by an int8 model, which needs OpenVINO")
+            raise EngineError("this library's vectors were made by an 8-bit model, which needs OpenVINO")
         try:
             return QuantisedEngine(quantised)
         except EngineError:
             raise
         except Exception as e:  # noqa: BLE001 - a blob OpenVINO cannot read: one line
-            raise EngineError(f"the library's int8 model cannot be read: {str(e).splitlines()[0][:200]}") from e
+            raise EngineError(f"the library's 8-bit model cannot be read: {str(e).splitlines()[0][:200]}") from e
     dev = choice.resolve_device()
     errors = []
     for name in choice.candidates():

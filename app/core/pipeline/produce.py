@@ -142,11 +142,11 @@ class ModelSpec:
     model: bytes = field(default=b"", repr=False)  # an int8 space's own model (features/quantise.py), 7 MB
 
     @classmethod
-    def of(cls, space, settings, model: bytes = b"") -> "ModelSpec":
+    def of(cls, space, settings) -> "ModelSpec":
         """The spec of a SpaceInfo `space` run with the user's engine and device `settings`."""
         weights = settings.weights if space.backbone == settings.backbone else ""
         return cls(space.backbone, weights, space.weights_digest, space.max_side, space.precision != "f32",
-                   space.threshold, space.z_ratio, settings.engine, settings.device, space.precision, model)
+                   space.threshold, space.z_ratio, settings.engine, settings.device, space.precision)
 
     @property
     def params(self) -> HewParams:
