@@ -80,8 +80,7 @@ class LibraryPane(QWidget):
         for f in stats.get("folders", []):
             name = os.path.basename(display(f["path"]).rstrip("/")) or display(f["path"])
             indexed, failed = f.get("indexed", 0), f.get("failed", 0)
-            # the scan counts the photos that cannot be read too: they are skipped, not left to do
-            total = max(self._totals.get(f["id"], 0) - failed, f.get("images", 0) - failed - f.get("missing", 0)) if indexing else 0
+            total = folder_total(f, self._totals) if indexing else 0
             if indexing and total > indexed:
                 count = f"{indexed} of {total} indexed" + (", paused" if paused else "")
             elif indexing and not indexed and not total:  # just added: its scan has not counted it yet
@@ -132,6 +131,14 @@ class LibraryPane(QWidget):
             QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Cancel)
         if answer == QMessageBox.Yes:
             self.removeRequested.emit(path)
+
+
+def folder_total(folder: dict, totals: dict[int, int]) -> int:
+    """Photos of a library folder (its stats row) that a run means to have indexed: what the
+    scan found (`totals`: folder id -> count), the ones that cannot be read left out (the scan
+    counts them; they are skipped, not left to do)."""
+    failed = folder.get("failed", 0)
+    return max(totals.get(folder["id"], 0) - failed, folder.get("images", 0) - failed - folder.get("missing", 0))
 
 
 def plural(n: int, word: str) -> str:

@@ -22,7 +22,7 @@ from ..core.imageio import EXTENSIONS, image_size, is_photo_path
 from ..core.library.paths import display
 from ..core.library.service import LibraryService
 from ..core.pipeline.search import SearchRequest, SearchResult, request_from_settings
-from .library_pane import LibraryPane
+from .library_pane import LibraryPane, folder_total
 from .preview import PreviewPane
 from .query_pane import QueryPane
 from .results import HitRole, ThumbnailDelegate
@@ -375,7 +375,6 @@ class MainWindow(QMainWindow):
     def refresh_library(self, stats: dict | None = None):
         stats = stats or self.svc.stats()
         self._last_stats = stats
-        self._indexed_now = stats.get("indexed")  # the status line counts as the pane does
         self._show_library()
         self.results.set_folders([f["path"] for f in stats.get("folders", [])], self._subfolders)
         if stats.get("taken_range") != self._taken_range:
@@ -556,15 +555,14 @@ class MainWindow(QMainWindow):
             if prog.eta_s is not None and not self._paused_note:
                 eta = f", {time_left(prog.eta_s)}"
             rate = f" ({prog.rate:.1f} photos/s{eta})" if prog.done and not self._paused_note else ""
-            # counted as the Library pane counts: photos indexed (its last stats) of photos the scan
-            # found (a resumed run's own "56 of 147" stood beside the pane's "160 of 251"); a run
-            # over some folders of a larger library, or with no scan counts, gives its own count
-            # photos that cannot be read (skipped) are found by the scan but never indexed
-            done = self._indexed_now or 0
-            skipped = sum(f.get("failed", 0) for f in self._last_stats.get("folders", []))
-            scanned = sum(prog.folder_totals.values()) - skipped if prog.folder_totals else 0
-            total = scanned
-            if scanned <= 0 or done > scanned:
+            # counted as the Library pane counts, over the folders the run scans: photos indexed
+            # (its last stats) of photos the scan found (a resumed run's own "56 of 147" stood
+            # beside the pane's "160 of 251"); with no scan counts the run gives its own count
+            totals = prog.folder_totals or {}
+            scoped = [f for f in self._last_stats.get("folders", []) if f["id"] in totals]
+            done = sum(f.get("indexed", 0) for f in scoped)
+            total = sum(folder_total(f, totals) for f in scoped)
+            if total <= 0 or done > total:
                 done, total = prog.done, prog.total
             self.progress.setRange(0, max(total, 1))  # the bar shows the count the text says
             self.progress.setValue(done)
@@ -592,10 +590,10 @@ class MainWindow(QMainWindow):
             if prog.phase == "cancelled":
                 left = max(0, prog.total - prog.done)
                 totals = dict(getattr(prog, "folder_totals", {}) or {})
-                self._left = {f["path"]: max(0, totals.get(f["id"], 0) - f.get("indexed", 0) - f.get("failed", 0))
-                              for f in st.get("folders", [])} if totals else {}
-                self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go "
-                                         "(Resume: Library pane)")
+                self._left = {f["path"]: max(0, folder_total(f, totals) - f.get("indexed", 0))
+                              for f in st.get("folders", []) if f["id"] in totals}
+                where = " (Resume: Library pane)" if any(self._left.values()) else ""
+                self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go{where}")
             elif not (prog.total or prog.missing or prog.removed or prog.restored):  # a rescan with nothing to do says so
                 self._left = {}
                 self.index_label.setText(f"Checked at {time.strftime('%H:%M:%S')}: no new or changed photos; "

@@ -202,6 +202,39 @@ def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window,
     assert any(t.endswith("1 photo") for t in texts), texts
 
 
+def test_a_watcher_run_stopped_counts_like_a_full_one_and_offers_resume(qtbot, window, tmp_path, monkeypatch):
+    """(trial 4) Photos copied into a subfolder start a run of that subfolder only (the watcher's):
+    the pane read "10 photos" during it and, once cancelled, the status said "Resume: Library
+    pane" where the pane offered no Resume."""
+    import re
+
+    monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
+    d = tmp_path / "photos"
+    for i in range(10):
+        write_photo(d / f"a{i}.png", 100 + i, size=(160, 120))
+    index_folder(qtbot, window, d)
+    seen = []
+    window.bridge.event.connect(lambda ev: ev.kind == "progress" and ev.data.done and seen.append(ev.data.done))
+    for i in range(40):
+        write_photo(d / "card" / f"b{i:02d}.png", 200 + i, size=(200, 150))
+    qtbot.waitUntil(lambda: bool(seen), timeout=30000)  # the watcher started a run of "card"
+    qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: re.search(r"\d+ of 50 indexed", window.library.folder_list.item(0).text()) is not None,
+                    timeout=10000)
+    qtbot.waitUntil(lambda: re.search(r"Indexing \d+ of 50", window.index_label.text()) is not None, timeout=10000)
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
+    done = window.svc.stats()["indexed"]
+    assert done < 50 and "Resume: Library pane" in window.index_label.text()
+    assert f"{done} of 50 indexed (stopped)" in window.library.folder_list.item(0).text()
+    resume = window.library.resume_btn
+    assert resume.isVisible() and resume.text() == f"Resume ({50 - done} left)"
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(resume, Qt.LeftButton)
+    wait_idle(qtbot, window)
+    assert window.svc.stats()["indexed"] == 50 and not resume.isVisible()
+
+
 @pytest.mark.parametrize("kind", ["tiff", "png-turned"])
 def test_a_tiff_and_an_exif_turned_png_as_thumbnail_preview_and_query_with_a_box(qtbot, window, tmp_path, kind):
     """(code) A TIFF shown as a thumbnail, a preview or a query crashed the app; a PNG with an EXIF

@@ -107,8 +107,7 @@ def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False,
     if control.cancelled:
         return None
     prog.scanned = sum(diff.per_folder.values())
-    if only is None:
-        prog.folder_totals = dict(diff.per_folder)
+    prog.folder_totals = dict(diff.per_folder) if only is None else scoped_totals(diff, known, reachable, scopes)
     for d, why in diff.unreadable:
         prog.last_errors.append((paths.display(d), why))
     todo = [(p, why) for p, why in diff.special if p not in known or known[p].status != "failed"]
@@ -130,6 +129,22 @@ def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False,
         tasks = [tasks[i] for i in sorted(sample)] + [t for i, t in enumerate(tasks) if i not in sample]
     return Plan(diff, tasks, {info.path: iid for iid, info in diff.changed}, reuse, set(diff.gone) | claimable,
                 dict(diff.gone), calibrate)
+
+
+def scoped_totals(diff: ScanDiff, known: dict, roots: dict[int, str], scopes: list[tuple[int, str]]) -> dict[int, int]:
+    """Photos per library folder (id -> count) after a scan of some directories inside them (a
+    watcher's; `scopes`: (folder id, directory) pairs, `roots`: folder id -> its path): what the
+    scan found there plus the rest of the folder as the catalog knows it (present rows, indexed or
+    skipped), so the folder reads "130 of 140" as after a full scan."""
+    totals = {fid: diff.per_folder.get(fid, 0) for fid, _ in scopes}
+    dirs = [d for _, d in scopes]
+    for p, row in known.items():
+        if row.status not in ("indexed", "failed") or any(paths.is_within(p, d) for d in dirs):
+            continue
+        fid = next((i for i in totals if paths.is_within(p, roots[i])), None)
+        if fid is not None:
+            totals[fid] += 1
+    return totals
 
 
 class LocalProducer:
