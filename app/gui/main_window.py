@@ -294,7 +294,7 @@ class MainWindow(QMainWindow):
         vm.addAction(self.dup_action)
         clear = QAction("Clear box", self)
         clear.setShortcut(Qt.Key_Escape)
-        clear.triggered.connect(self.query_view.clear_box)
+        clear.triggered.connect(self._escape)
         self.addAction(clear)
         hm = self.menuBar().addMenu("&Help")
         keys = QAction("Keyboard shortcuts", self)
@@ -651,7 +651,8 @@ class MainWindow(QMainWindow):
         self.preview.clear()
         self.results.info.setText(message)
 
-    def set_query_path(self, path: str):
+    def set_query_path(self, path: str, centred_box: bool = False):
+        """Search with the photo at `path` (centred_box: with a box over the middle quarter)."""
         path = os.path.abspath(path)
         try:
             orig = image_size(path)
@@ -668,6 +669,8 @@ class MainWindow(QMainWindow):
         self._new_query()
         self._query_orig = orig
         self.query_view.set_image(None, "Loading…", orig_size=orig)
+        if centred_box:
+            self.query_view.box = self.query_view.centred_box()
         self.loader.request(path, QUERY_LOAD)
         self.loader.loaded.connect(self._query_loaded, Qt.UniqueConnection)
         self._query_loaded(path)
@@ -822,6 +825,9 @@ class MainWindow(QMainWindow):
         self.preview.set_heat(on)
         self.results_view.viewport().update()
         self.ui_settings.setValue("heat", "true" if on else "false")
+        viewer = getattr(self, "_viewer", None)
+        if viewer is not None:
+            viewer.heat_check.setChecked(on)
 
     # ---- results ------------------------------------------------------------------------------------
     def open_viewer(self, index):
@@ -833,6 +839,7 @@ class MainWindow(QMainWindow):
             viewer = self._viewer = ViewerDialog(self.loader, self)
             viewer.searchWith.connect(self.set_query_path)
             viewer.drawBoxOn.connect(self._draw_box_on)
+            viewer.heatToggled.connect(self.heat_action.setChecked)
             viewer.currentChanged.connect(lambda row: self.results_view.setCurrentIndex(self.results_model.index(row)))
         viewer.show_results(self._shown_hits(), index.row(), self.heat_action.isChecked())
         viewer.show()
@@ -849,7 +856,7 @@ class MainWindow(QMainWindow):
             return
         here = viewer.hit.path if viewer.hit is not None else None
         row = next((i for i, h in enumerate(hits) if h.path == here), min(viewer.row, len(hits) - 1))
-        viewer.show_results(hits, row, viewer.heat_check.isChecked())  # the viewer's own overlay choice stays
+        viewer.show_results(hits, row, self.heat_action.isChecked())
 
     def _shown_hits(self) -> list:
         """The results the grid shows: those at or above the cut-off (scores never rise down the
@@ -857,9 +864,22 @@ class MainWindow(QMainWindow):
         return [h for h in self.results_model.hits if h.score >= self.results.min_score]
 
     def _draw_box_on(self, path: str):
-        self.set_query_path(path)
+        """The viewer's "Draw a box here": the photo becomes the query with a box in its middle,
+        searched at once, for the person to move and resize (a plain search of the whole photo
+        looked as if the button had done nothing but leave the viewer)."""
+        self.set_query_path(path, centred_box=True)
         self.query_view.setFocus()
-        self.status_label.setText("Drag on the photo to draw a box around what you are looking for")
+        self.status_label.setText("Move the box (drag it, or the arrow keys) and resize it (its corners, or "
+                                  "Shift+arrows) around what you are looking for")
+
+    def _escape(self) -> None:
+        """Esc anywhere in the window: closes the viewer when it is open (it stays above the
+        window, and a click on the window had taken the key from it), else clears the box."""
+        viewer = getattr(self, "_viewer", None)
+        if viewer is not None and viewer.isVisible():
+            viewer.close()
+        else:
+            self.query_view.clear_box()
 
     def _context_menu(self, pos):
         index = self.results_view.indexAt(pos)

@@ -77,6 +77,11 @@ class QueryView(QWidget):
             self.boxChanged.emit(None)
             self.boxSettled.emit(None)
 
+    def centred_box(self) -> tuple[float, float, float, float]:
+        """A box over the middle of the photo, half of each side (image pixels)."""
+        w, h = self.orig_size
+        return self._clip((w / 4, h / 4, 3 * w / 4, 3 * h / 4))
+
     def set_box(self, box):
         self.box = None if box is None else self._clip(box)
         self.update()
@@ -194,7 +199,7 @@ class QueryView(QWidget):
             return super().keyPressEvent(e)
         w, h = self.orig_size
         if k == Qt.Key_B:
-            self.box = self._clip((w / 4, h / 4, 3 * w / 4, 3 * h / 4))
+            self.box = self.centred_box()
         elif k in (Qt.Key_Left, Qt.Key_Right, Qt.Key_Up, Qt.Key_Down) and self.box is not None:
             step = 0.10 if mods & Qt.ControlModifier else 0.02
             dx = {Qt.Key_Left: -1, Qt.Key_Right: 1}.get(k, 0) * step * w

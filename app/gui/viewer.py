@@ -34,6 +34,7 @@ def open_externally(parent, path: str, folder: bool = False) -> bool:
 class ViewerDialog(QDialog):
     searchWith = Signal(str)
     drawBoxOn = Signal(str)
+    heatToggled = Signal(bool)  # the overlay is one choice for the whole app: the window follows
     currentChanged = Signal(int)  # row in the results
 
     def __init__(self, loader, parent=None):
@@ -77,7 +78,7 @@ class ViewerDialog(QDialog):
         self.prev_btn.clicked.connect(lambda: self.step(-1))
         self.next_btn.clicked.connect(lambda: self.step(1))
         self.fit_btn.clicked.connect(self.toggle_fit)
-        self.heat_check.toggled.connect(lambda _: self._render())
+        self.heat_check.toggled.connect(self._heat_toggled)
         self.search_btn.clicked.connect(lambda: self._emit(self.searchWith))
         self.box_btn.clicked.connect(lambda: self._emit(self.drawBoxOn))
         self.open_btn.clicked.connect(lambda: self.hit and open_externally(self, self.hit.path))
@@ -87,9 +88,13 @@ class ViewerDialog(QDialog):
         self._keys = {Qt.Key_Left: lambda: self.step(-1), Qt.Key_Right: lambda: self.step(1), Qt.Key_F: self.toggle_fit,
                       Qt.Key_H: self.heat_check.toggle, Qt.Key_Plus: lambda: self.zoom_by(1.25),
                       Qt.Key_Equal: lambda: self.zoom_by(1.25), Qt.Key_Minus: lambda: self.zoom_by(0.8)}
-        for b in (self.prev_btn, self.next_btn, self.fit_btn, self.search_btn, self.box_btn, self.open_btn, self.reveal_btn):
-            b.setFocusPolicy(Qt.NoFocus)  # arrows page through results, they do not move focus
-        self.heat_check.setFocusPolicy(Qt.NoFocus)
+        # the buttons are reached with Tab (Space or Enter presses the one with the focus), not
+        # by a click, which leaves the focus on the picture; on them too the arrows page through
+        # the results (a button's arrows would move the focus to the next button)
+        for b in (self.prev_btn, self.next_btn, self.fit_btn, self.heat_check, self.search_btn, self.box_btn,
+                  self.open_btn, self.reveal_btn):
+            b.setFocusPolicy(Qt.TabFocus)
+            b.installEventFilter(self)
         for w in (self.scroll, self.scroll.viewport(), self.picture):
             w.installEventFilter(self)
         loader.loaded.connect(self._on_loaded)
@@ -179,6 +184,10 @@ class ViewerDialog(QDialog):
         self.fit_btn.setText("Actual size" if self.fit else "Fit to window")
         self.scroll.setWidgetResizable(self.fit)
         self._render()
+
+    def _heat_toggled(self, on: bool) -> None:
+        self._render()
+        self.heatToggled.emit(on)
 
     def _emit(self, signal) -> None:
         if self.hit is not None:

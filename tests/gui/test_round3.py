@@ -80,6 +80,47 @@ def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window
     viewer.close()
 
 
+def test_the_viewers_buttons_take_tab_and_draw_a_box_here_searches_a_box(qtbot, window, photo_dir):
+    """(trial 4) The viewer's buttons could not be reached with Tab; "Draw a box here" ran a plain
+    search of the whole photo; H in the viewer left the window's overlay as it was; Esc did not
+    close the viewer once the window had been clicked."""
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    viewer = open_viewer(qtbot, window)
+    viewer.activateWindow()
+    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    heat = window.heat_action.isChecked()
+    qtbot.keyClick(viewer.scroll, Qt.Key_H)  # one overlay for the app: the window follows the viewer
+    assert viewer.heat_check.isChecked() != heat and window.heat_action.isChecked() != heat
+    qtbot.waitUntil(lambda: viewer.focusWidget() is not None, timeout=5000)
+    reached = []
+    for _ in range(9):
+        if viewer.focusWidget() is viewer.box_btn:
+            break
+        qtbot.keyClick(viewer.focusWidget(), Qt.Key_Tab)
+        reached.append(viewer.focusWidget())
+    assert viewer.focusWidget() is viewer.box_btn, reached
+    assert viewer.next_btn in reached and viewer.search_btn in reached
+    before = viewer.row
+    qtbot.keyClick(viewer.box_btn, Qt.Key_Right)  # the arrows still page through the results
+    assert viewer.row == before + 1 and viewer.focusWidget() is viewer.box_btn
+    path = viewer.hit.path
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.keyClick(viewer.box_btn, Qt.Key_Space)
+    assert not viewer.isVisible() and window.query_path == path
+    w, h = window.query_view.orig_size
+    box = window.last_request.box
+    assert box is not None and box == pytest.approx((w / 4, h / 4, 3 * w / 4, 3 * h / 4), abs=1)
+    # the viewer again; the window clicked (the viewer stays above it); Esc closes the viewer
+    viewer = open_viewer(qtbot, window)
+    view = window.results_view
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(0)).center())
+    window.activateWindow()  # the window manager's part of the click (offscreen has none)
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+    qtbot.keyClick(view, Qt.Key_Escape)
+    assert not viewer.isVisible() and window.query_view.box is not None  # the box stays: Esc was the viewer's
+
+
 def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path, monkeypatch):
     """(2) The Export list… button writes the list (its clicked(bool) passed False as the target)."""
     from tests.gui.test_features import library_with_copies
