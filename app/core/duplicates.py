@@ -19,8 +19,8 @@ Descriptors find candidates; pixels decide. Another view of the same object is a
 descriptor as a re-encode, but not in the pixels.
 
 Members of a group are sorted with the original first (`keep_order`): no added border, not a
-crop, most pixels, the camera's file (EXIF camera), the original format over a conversion, the
-oldest file, the largest file, the sharpest. Relations are stated against that photo.
+crop, not enlarged from a smaller copy (`_mark_enlarged`), most pixels, the camera's file (EXIF
+camera), the original format over a conversion, the oldest file, the largest file, the sharpest. Relations are stated against that photo.
 HeatSearch never deletes: the view offers Reveal, Copy paths and an export of the list.
 """
 from __future__ import annotations
@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .library import paths
-from .signature import (ASPECT_TOL, ORIENTATION_NAMES, ORIENTATIONS, crop_search, detail_grid, detail_scores, frame_grid, frame_scores,
-                        hamming, orient, variants)
+from .errors import ImageError
+from .imageio import open_oriented
+from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, crop_search, detail_grid, detail_scores,
+                        fine_detail, frame_grid, frame_scores, hamming, orient, variants)
 
 NEAR_DEFAULT = 0.92  # pixel correlation; measured on benchmarks/duplicates.py (README, "Duplicates")
 SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers
@@ -59,6 +61,7 @@ K = 10
 SMALL_AREA, K_SMALL, SMALL_FLOOR = 0.5, 30, 0.40
 REDUCED = 32  # candidates come from a PCA projection: near-duplicates are near in any of them
 EXACT_MAX = 20_000  # photos; above, the candidates come from an HNSW graph over the projection
+ENLARGED_CHECK = 6.25  # pixels over a group's smallest photo (2.5x the side) that make a photo checked for an enlargement
 
 RAW_FORMATS = {".dng", ".cr2", ".cr3", ".nef", ".arw", ".raf", ".orf", ".rw2", ".pef", ".srw"}
 CAMERA_FORMATS = {".jpg", ".jpeg", ".heic", ".heif"}  # what cameras and phones write; PNG/TIFF/WebP... are conversions
@@ -88,6 +91,7 @@ class Member:
     detail: str = ""  # the relation in full words (turned how, resized how much)
     similarity: float = 1.0  # pixel correlation with the one to keep (1 = the same pixels)
     why: str = ""  # for the one to keep: what put it first
+    enlarged: bool = False  # made larger from a smaller photo of its group: more pixels, no more detail
 
     @property
     def reason(self) -> str:
@@ -101,7 +105,7 @@ class Member:
 
 def keep_order(m: Member, added_border: bool, cropped: bool) -> tuple:
     """Sort key: the original first."""
-    return (added_border, cropped, -(m.width * m.height), not m.camera, m.format_rank, m.mtime or float("inf"),
+    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank, m.mtime or float("inf"),
             -m.size, -m.sharpness, m.path)
 
 
@@ -111,6 +115,8 @@ def kept_because(best: Member, other: Member, best_flags=(False, False), other_f
         return "no border added"
     if best_flags[1] != other_flags[1]:
         return "the whole photo, not a crop"
+    if best.enlarged != other.enlarged:
+        return "not enlarged from a smaller copy"
     if best.width * best.height != other.width * other.height:
         return f"most pixels ({best.width}x{best.height})"
     if bool(best.camera) != bool(other.camera):
@@ -391,6 +397,31 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     return groups
 
 
+def _mark_enlarged(ms: list[Member], crop_of: dict, known: dict) -> None:
+    """Mark the members that are enlargements of a smaller whole photo of their group (ENLARGED_CHECK
+    times its pixels and more, without the detail that many pixels would hold: see
+    signature.ENLARGED_DETAIL): they hold no more of the photo than it. The files are decoded
+    (each answer cached in `known`); RAW files are never enlargements."""
+    whole = sorted((m for m in ms if m.image_id not in crop_of), key=lambda m: -m.width * m.height)
+    for i, m in enumerate(whole):
+        if m.format_rank == 0:
+            continue
+        for small in whole[i + 1:]:  # the largest smaller photo first: the one it was most likely made from
+            factor = float(np.sqrt(m.width * m.height / max(small.width * small.height, 1)))
+            if factor ** 2 < ENLARGED_CHECK:
+                continue
+            key = ("enlarged", m.image_id, small.image_id)
+            if key not in known:
+                try:
+                    own = fine_detail(open_oriented(small.path)[0], 2.0)
+                    known[key] = fine_detail(open_oriented(m.path)[0], factor) < ENLARGED_DETAIL * own
+                except (ImageError, OSError):  # unreadable now: counted as it is
+                    known[key] = False
+            if known[key]:
+                m.enlarged = True
+                break
+
+
 def _member(row) -> Member:
     return Member(row[0], paths.from_db(row[1]), row[2], row[3], row[4], row[5] or 0.0, row[6] or 0.0,
                   (row[12] or 0) / 1e9, row[11] or "", max(row[10], 0.0))
@@ -426,6 +457,8 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     px_keep, px_m = keep.width * keep.height * (1 - keep.border), m.width * m.height * (1 - m.border)
     if px_m < 0.9 * px_keep:
         words.append(f"resized to {100 * np.sqrt(px_m / px_keep):.0f} %")
+    elif px_m > 1.1 * px_keep:
+        words.append(f"enlarged to {100 * np.sqrt(px_m / px_keep):.0f} %")
     if m.border > keep.border + BORDER_ADDED:
         words.append("with a border added")
     dmean, spread = change[0]
@@ -436,7 +469,7 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     if not words:
         words.append("in another format" if other_format else "re-encoded")
     key = ("bordered" if m.border > keep.border + BORDER_ADDED else "edited" if edited else "turned" if k
-           else "resized" if px_m < 0.9 * px_keep else "format" if other_format else "reencoded")
+           else "resized" if not 0.9 * px_keep <= px_m <= 1.1 * px_keep else "format" if other_format else "reencoded")
     return key, "the same photo " + ", ".join(words), sim
 
 
@@ -449,6 +482,7 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict) -> li
         ms = [_member(rows[i]) for i in members if i in rows]
         if len(ms) < 2:
             continue
+        _mark_enlarged(ms, crop_of, known)
         least = min(m.border for m in ms)
         flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of) for m in ms}
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))

@@ -25,6 +25,12 @@ from scipy.fft import dctn
 THUMB = 64
 BORDER_TOL = 10  # grey levels: a border line's pixels are within this of the border's colour
 BORDER_FILL = 0.98  # ... for at least this share of the line (JPEG ringing, a signature in a corner)
+# A photo `factor` times the pixel side of its smaller copy counts as enlarged from it when its
+# `fine_detail` above the copy's resolution is below ENLARGED_DETAIL times the copy's own finest
+# octave (`fine_detail(copy, 2)`: how much fine detail that scene, camera and compression have).
+# `python benchmarks/enlarged.py`, 60 photos of each shared set shrunk 2.5-4x (JPEG 90): the
+# photos at their size give 0.25 and more, enlarged copies (bicubic) mostly 0.08-0.25
+ENLARGED_DETAIL = 0.22
 
 
 def _uniform_run(lines: np.ndarray, limit: int) -> tuple[int, float]:
@@ -355,3 +361,24 @@ def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192) -> tuple[np.
         return ncc, np.zeros((0, 2), np.float32)
     change = np.stack([mean[ib] - mean[ia], spread[ib] / np.maximum(spread[ia], 1e-6)], 1).astype(np.float32)
     return ncc, change
+
+
+def fine_detail(img: Image.Image, factor: float, crop: int = 512) -> float:
+    """How much detail a photo has finer than 1/`factor` of its resolution: the energy of its
+    grey central crop (`crop` px square) above that frequency over the energy of the octave
+    just below it. A photo enlarged `factor` times from a smaller one has (almost) nothing up
+    there (interpolation and JPEG noise), a photo taken at its size has about as much as in the
+    octave below (natural images' spectra fall off smoothly); soft cameras less."""
+    g = img.convert("L")
+    w, h = g.size
+    c = min(crop, w, h)
+    x, y = (w - c) // 2, (h - c) // 2
+    g = g.crop((x, y, x + c, y + c))
+    a = np.asarray(g, np.float32)
+
+    def low(f: float) -> np.ndarray:
+        s = max(4, round(c / f))
+        return np.asarray(g.resize((s, s), Image.LANCZOS).resize((c, c), Image.BICUBIC), np.float32)
+
+    below, octave = low(factor), low(2 * factor)
+    return float(((a - below) ** 2).mean() / max(((below - octave) ** 2).mean(), 1e-6))

@@ -92,7 +92,7 @@ class DuplicatesDialog(QDialog):
         self.tree.setColumnWidth(1, 90)
         self.tree.setColumnWidth(2, 160)
         self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
-                             "most pixels, the camera's file, the original format, the oldest file, the largest file")
+                             "not enlarged, most pixels, the camera's file, the original format, the oldest file, the largest file")
         v.addWidget(self.tree, 1)
         buttons = QHBoxLayout()
         self.reveal_btn = QPushButton("Show in folder")
@@ -147,9 +147,13 @@ class DuplicatesDialog(QDialog):
         self.shown = n
         photos = sum(len(g.members) for g in groups)
         extra = sum(len(g.members) - 1 for g in groups)
+        # the least alike copy says what the slider can still take away (below it, nothing changes)
+        least = min((m.similarity for g in groups for m in g.members[1:] if m.relation != "exact"), default=None)
+        spread = f"; the least alike copy: {least:.2f}" if least is not None else ""
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go if you kept the "
-                             f"first of each (pixels at least {self.threshold:.2f} alike). Nothing is deleted here." if groups
-                             else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")
+                             f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
+                             if groups else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")
+        self.done_note.clear()  # "Saved 2 groups to ..." was about the groups before
         self.tree.clear()
         self._items.clear()
         kinds = {"exact": "identical files", "format": "the same photo in other formats", "reencoded": "re-encoded copies",

@@ -172,6 +172,11 @@ def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     original.save(d / "converted.png")
     for name, img in edits(original).items():
         img.save(d / f"edit_{name}.jpg", quality=92)
+    # mirrored and enlarged 3x, keeping the camera's EXIF, written later (the trial: kept as the
+    # original for its "most pixels", over the camera's 640x480 file)
+    w, h = original.size
+    enlarged = original.transpose(Image.Transpose.FLIP_LEFT_RIGHT).resize((3 * w, 3 * h), Image.BICUBIC)
+    enlarged.save(d / "edit_enlarged.jpg", quality=92, exif=Image.open(srcs[0]).getexif())
     svc = open_lib(tmp_path / "h", backbone="efficientnet-lite0", max_side=320, engine="auto")
     index(svc, [d])
     groups = find_duplicates(svc)
@@ -180,7 +185,8 @@ def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     g = groups[0]
     names = {Path(m.path).name: m.relation for m in g.members}
     assert Path(g.members[0].path).name in (srcs[0].name, "copy.jpg")  # the camera's JPEG, not the PNG or the bordered one
-    assert set(names) == {srcs[0].name, "copy.jpg", "converted.png", *(f"edit_{n}.jpg" for n in edits(original))}
+    assert set(names) == {srcs[0].name, "copy.jpg", "converted.png", "edit_enlarged.jpg",
+                          *(f"edit_{n}.jpg" for n in edits(original))}
     expected = {"copy.jpg": "exact", "converted.png": "format", "edit_q45.jpg": "reencoded", "edit_half.jpg": "resized",
                 "edit_rot90.jpg": "turned", "edit_mirror.jpg": "turned", "edit_bright.jpg": "edited",
                 "edit_border.jpg": "bordered", "edit_crop.jpg": "crop", "edit_cropsmall.jpg": "crop"}
@@ -188,6 +194,7 @@ def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     reasons = {Path(m.path).name: m.reason for m in g.members}
     assert reasons["edit_rot90.jpg"] == "the same photo rotated 90° left"
     assert "resized to 50 %" in reasons["edit_half.jpg"]
+    assert names["edit_enlarged.jpg"] == "turned" and "enlarged to 300 %" in reasons["edit_enlarged.jpg"]
     # a crop's scale comes from its window in a 64 px thumbnail: within a few per cent
     assert 54 <= int(re.search(r"resized to (\d+) %", reasons["edit_cropsmall.jpg"]).group(1)) <= 66
     assert all(0.9 <= m.similarity <= 1.0 for m in g.members[1:])
@@ -226,6 +233,8 @@ def test_the_one_to_keep_is_the_original_and_says_which_rule_put_it_first():
     camera = Member(1, "/p/a.jpg", 4000, 3000, 3_000_000, 1.6e9, 5.0, mtime=1.6e9, camera="Canon EOS R6")
     rules = [(Member(2, "/p/b.jpg", 4000, 3000, 3_000_000, 1.6e9, 5.0, border=0.1), (True, False), "no border added"),
              (Member(3, "/p/c.jpg", 4000, 3000, 3_000_000, 1.6e9, 5.0), (False, True), "the whole photo, not a crop"),
+             (Member(12, "/p/k.jpg", 8000, 6000, 9_000_000, 1.6e9, 5.0, camera="Canon EOS R6", enlarged=True),
+              (False, False), "not enlarged from a smaller copy"),
              (Member(4, "/p/d.jpg", 2000, 1500, 3_500_000, 1.5e9, 9.0), (False, False), "most pixels (4000x3000)"),
              (Member(5, "/p/e.jpg", 4000, 3000, 9_000_000, 1.5e9, 9.0, mtime=1.5e9), (False, False),
               "the camera's file (Canon EOS R6)")]
