@@ -194,7 +194,7 @@ class SettingsDialog(QDialog):
             fast = "f32"
         items = [("Exact (recommended)", "exact")]
         if fast != "f32" or want == "fastest":
-            items.append(({"bf16": "bf16 on this processor (faster)", "f16": "Half precision on the graphics card (faster)"}
+            items.append(({"bf16": "Reduced on this processor (bf16; faster, slightly less exact)", "f16": "Half precision on the graphics card (faster)"}
                           .get(fast, "Reduced where the hardware has it (none here: exact)"), "fastest"))
         if int8_available() or want == "int8":
             items.append(("8-bit, tuned on your first photos (faster on the processor)", "int8"))

@@ -269,7 +269,8 @@ class LibraryService:
                 raise HeatSearchError(f"the model gives {ex.channels} channels, the library's space has {space.channels}")
             self._extractors = [(key, ex)] + self._extractors
             old, self._extractors = self._extractors[2:], self._extractors[:2]
-            self._log(f"model {space.backbone} at {space.max_side} px on {ex.engine.label}")
+            # the window's status line shows it: plain words (the model's name and size are in Settings)
+            self._log(f"Photo analyser ready: {ex.engine.label}")
         for _, o in old:
             o.engine.close()
         return ex
