@@ -91,10 +91,15 @@ class ViewerDialog(QDialog):
         # the buttons are reached with Tab (Space or Enter presses the one with the focus), not
         # by a click, which leaves the focus on the picture; on them too the arrows page through
         # the results (a button's arrows would move the focus to the next button)
-        for b in (self.prev_btn, self.next_btn, self.fit_btn, self.heat_check, self.search_btn, self.box_btn,
-                  self.open_btn, self.reveal_btn):
+        # No button is the dialog's default: Enter on the picture would press "Previous" (a dialog
+        # makes its first auto-default button the default); Enter presses the focused button.
+        self._buttons = (self.prev_btn, self.next_btn, self.fit_btn, self.heat_check, self.search_btn, self.box_btn,
+                         self.open_btn, self.reveal_btn)
+        for b in self._buttons:
             b.setFocusPolicy(Qt.TabFocus)
             b.installEventFilter(self)
+            if isinstance(b, QPushButton):
+                b.setAutoDefault(False)
         for w in (self.scroll, self.scroll.viewport(), self.picture):
             w.installEventFilter(self)
         loader.loaded.connect(self._on_loaded)
@@ -122,6 +127,9 @@ class ViewerDialog(QDialog):
             pos, vp = e.position().toPoint(), self.scroll.viewport()
             anchor = pos if obj is vp else self.picture.mapTo(vp, pos) if obj is self.picture else None
             self.zoom_by(1.25 if e.angleDelta().y() > 0 else 0.8, anchor)
+            return True
+        if t == QEvent.KeyPress and obj in self._buttons and e.key() in (Qt.Key_Return, Qt.Key_Enter) and not e.modifiers():
+            obj.click()
             return True
         if t in (QEvent.KeyPress, QEvent.ShortcutOverride) and self._key(e) is not None:
             if t == QEvent.KeyPress:

@@ -105,8 +105,11 @@ def test_the_viewers_buttons_take_tab_and_draw_a_box_here_searches_a_box(qtbot, 
     qtbot.keyClick(viewer.box_btn, Qt.Key_Right)  # the arrows still page through the results
     assert viewer.row == before + 1 and viewer.focusWidget() is viewer.box_btn
     path = viewer.hit.path
+    row = viewer.row
+    qtbot.keyClick(viewer.scroll, Qt.Key_Return)  # Enter on the picture presses no button ("Previous" was the default)
+    assert viewer.row == row and viewer.isVisible()
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
-        qtbot.keyClick(viewer.box_btn, Qt.Key_Space)
+        qtbot.keyClick(viewer.box_btn, Qt.Key_Return)
     assert not viewer.isVisible() and window.query_path == path
     w, h = window.query_view.orig_size
     box = window.last_request.box
