@@ -20,7 +20,8 @@ descriptor as a re-encode, but not in the pixels.
 
 Members of a group are sorted with the original first (`keep_order`): no added border, not a
 crop, not enlarged from a smaller copy (`_mark_enlarged`), most pixels, the camera's file (EXIF
-camera), the original format over a conversion, the oldest file, the largest file, the sharpest. Relations are stated against that photo.
+camera), the original format over a conversion, the oldest file, the largest file, the sharpest.
+Relations are stated against that photo.
 HeatSearch never deletes: the view offers Reveal, Copy paths and an export of the list.
 """
 from __future__ import annotations

@@ -868,9 +868,7 @@ class MainWindow(QMainWindow):
         searched at once, for the person to move and resize (a plain search of the whole photo
         looked as if the button had done nothing but leave the viewer)."""
         self.set_query_path(path, centred_box=True)
-        self.query_view.setFocus()
-        self.status_label.setText("Move the box (drag it, or the arrow keys) and resize it (its corners, or "
-                                  "Shift+arrows) around what you are looking for")
+        self.query_view.setFocus()  # its keys move and resize the box; it shows them while it has the focus
 
     def _escape(self) -> None:
         """Esc anywhere in the window: closes the viewer when it is open (it stays above the

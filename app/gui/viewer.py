@@ -90,9 +90,9 @@ class ViewerDialog(QDialog):
                       Qt.Key_Equal: lambda: self.zoom_by(1.25), Qt.Key_Minus: lambda: self.zoom_by(0.8)}
         # the buttons are reached with Tab (Space or Enter presses the one with the focus), not
         # by a click, which leaves the focus on the picture; on them too the arrows page through
-        # the results (a button's arrows would move the focus to the next button)
-        # No button is the dialog's default: Enter on the picture would press "Previous" (a dialog
-        # makes its first auto-default button the default); Enter presses the focused button.
+        # the results (a button's arrows would move the focus to the next button). No button is
+        # the dialog's default: Enter on the picture pressed "Previous" (a dialog makes its first
+        # auto-default button the default).
         self._buttons = (self.prev_btn, self.next_btn, self.fit_btn, self.heat_check, self.search_btn, self.box_btn,
                          self.open_btn, self.reveal_btn)
         for b in self._buttons:
@@ -128,7 +128,8 @@ class ViewerDialog(QDialog):
             anchor = pos if obj is vp else self.picture.mapTo(vp, pos) if obj is self.picture else None
             self.zoom_by(1.25 if e.angleDelta().y() > 0 else 0.8, anchor)
             return True
-        if t == QEvent.KeyPress and obj in self._buttons and e.key() in (Qt.Key_Return, Qt.Key_Enter) and not e.modifiers():
+        if t == QEvent.KeyPress and obj in self._buttons and e.key() in (Qt.Key_Return, Qt.Key_Enter) \
+                and not e.modifiers() & (Qt.ControlModifier | Qt.AltModifier | Qt.ShiftModifier):
             obj.click()
             return True
         if t in (QEvent.KeyPress, QEvent.ShortcutOverride) and self._key(e) is not None:
