@@ -36,7 +36,7 @@ from .library import paths
 from .errors import ImageError
 from .imageio import open_oriented
 from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, crop_search, detail_grid, detail_scores,
-                        fine_detail, frame_grid, frame_scores, hamming, orient, variants)
+                        enlargement_residual, frame_grid, frame_scores, hamming, orient, variants)
 
 NEAR_DEFAULT = 0.92  # pixel correlation; measured on benchmarks/duplicates.py (README, "Duplicates")
 SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers
@@ -400,10 +400,12 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
 
 def _mark_enlarged(ms: list[Member], crop_of: dict, known: dict) -> None:
     """Mark the members that are enlargements of a smaller whole photo of their group (ENLARGED_CHECK
-    times its pixels and more, without the detail that many pixels would hold: see
-    signature.ENLARGED_DETAIL): they hold no more of the photo than it. The files are decoded
-    (each answer cached in `known`); RAW files are never enlargements."""
-    whole = sorted((m for m in ms if m.image_id not in crop_of), key=lambda m: -m.width * m.height)
+    times its pixels and more, and that photo enlarged gives it back: signature.enlargement_residual):
+    they hold no more of the photo than it. The two files are decoded (each answer cached in
+    `known`); RAW files are never enlargements, nor photos with a border added."""
+    least = min(m.border for m in ms)
+    whole = sorted((m for m in ms if m.image_id not in crop_of and m.border <= least + BORDER_ADDED),
+                   key=lambda m: -m.width * m.height)
     for i, m in enumerate(whole):
         if m.format_rank == 0:
             continue
@@ -414,8 +416,7 @@ def _mark_enlarged(ms: list[Member], crop_of: dict, known: dict) -> None:
             key = ("enlarged", m.image_id, small.image_id)
             if key not in known:
                 try:
-                    own = fine_detail(open_oriented(small.path)[0], 2.0)
-                    known[key] = fine_detail(open_oriented(m.path)[0], factor) < ENLARGED_DETAIL * own
+                    known[key] = enlargement_residual(open_oriented(m.path)[0], open_oriented(small.path)[0]) < ENLARGED_DETAIL
                 except (ImageError, OSError):  # unreadable now: counted as it is
                     known[key] = False
             if known[key]:

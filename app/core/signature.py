@@ -25,12 +25,14 @@ from scipy.fft import dctn
 THUMB = 64
 BORDER_TOL = 10  # grey levels: a border line's pixels are within this of the border's colour
 BORDER_FILL = 0.98  # ... for at least this share of the line (JPEG ringing, a signature in a corner)
-# A photo `factor` times the pixel side of its smaller copy counts as enlarged from it when its
-# `fine_detail` above the copy's resolution is below ENLARGED_DETAIL times the copy's own finest
-# octave (`fine_detail(copy, 2)`: how much fine detail that scene, camera and compression have).
-# `python benchmarks/enlarged.py`, 60 photos of each shared set shrunk 2.5-4x (JPEG 90): the
-# photos at their size give 0.25 and more, enlarged copies (bicubic) mostly 0.08-0.25
-ENLARGED_DETAIL = 0.22
+# `enlargement_residual` below which a photo counts as enlarged from a smaller one of its group.
+# `python benchmarks/enlarged.py` (40 photos of each shared set, their copies shrunk 2.5-4x,
+# JPEG 90): photos at their own size 0.18 and more (UKBench at 2.5x; Paris 0.69, distractors
+# 0.46); the copies enlarged back with a smooth filter (bilinear, bicubic, Lanczos) 0.09 at most
+# (all found), by repeating pixels (nearest) found 72-100 %
+ENLARGED_DETAIL = 0.15
+ENLARGE_FILTERS = (Image.NEAREST, Image.BILINEAR, Image.BICUBIC, Image.LANCZOS)
+
 
 
 def _uniform_run(lines: np.ndarray, limit: int) -> tuple[int, float]:
@@ -363,22 +365,30 @@ def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192) -> tuple[np.
     return ncc, change
 
 
-def fine_detail(img: Image.Image, factor: float, crop: int = 512) -> float:
-    """How much detail a photo has finer than 1/`factor` of its resolution: the energy of its
-    grey central crop (`crop` px square) above that frequency over the energy of the octave
-    just below it. A photo enlarged `factor` times from a smaller one has (almost) nothing up
-    there (interpolation and JPEG noise), a photo taken at its size has about as much as in the
-    octave below (natural images' spectra fall off smoothly); soft cameras less."""
-    g = img.convert("L")
-    w, h = g.size
+def enlargement_residual(big: Image.Image, small: Image.Image, crop: int = 512) -> float:
+    """How far `big` is from `small` enlarged to its size: the least mean squared difference over
+    the usual enlarging filters and the 8 orientations whose shape fits (on a central `crop` px
+    square of `big`), over `small`'s own finest octave (its energy above half its resolution: how
+    much fine detail this scene, camera and compression hold). A photo enlarged from `small`
+    differs by its JPEG noise (~0.01-0.1); a photo taken at its size by the detail `small` lost
+    (natural images' spectra fall off smoothly: about that octave's energy, 0.2-1.5)."""
+    big, small = big.convert("L"), small.convert("L")
+    w, h = big.size
     c = min(crop, w, h)
     x, y = (w - c) // 2, (h - c) // 2
-    g = g.crop((x, y, x + c, y + c))
-    a = np.asarray(g, np.float32)
-
-    def low(f: float) -> np.ndarray:
-        s = max(4, round(c / f))
-        return np.asarray(g.resize((s, s), Image.LANCZOS).resize((c, c), Image.BICUBIC), np.float32)
-
-    below, octave = low(factor), low(2 * factor)
-    return float(((a - below) ** 2).mean() / max(((below - octave) ** 2).mean(), 1e-6))
+    a = np.asarray(big.crop((x, y, x + c, y + c)), np.float32)
+    best = float("inf")
+    for k in (None, *Image.Transpose):
+        s = small if k is None else small.transpose(k)
+        sw, sh = s.size
+        if abs(sw / sh - w / h) > 0.02 * w / h:
+            continue
+        region = (x * sw / w, y * sh / h, (x + c) * sw / w, (y + c) * sh / h)  # the crop, in `s` pixels
+        for f in ENLARGE_FILTERS:
+            up = np.asarray(s.resize((c, c), f, box=region), np.float32)
+            best = min(best, float(((a - up) ** 2).mean()))
+    sa = np.asarray(small, np.float32)
+    sw, sh = small.size
+    half = small.resize((max(4, sw // 2), max(4, sh // 2)), Image.LANCZOS).resize((sw, sh), Image.BICUBIC)
+    own = float(((sa - np.asarray(half, np.float32)) ** 2).mean())
+    return best / max(own, 1e-6)
