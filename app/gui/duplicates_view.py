@@ -148,8 +148,10 @@ class DuplicatesDialog(QDialog):
         photos = sum(len(g.members) for g in groups)
         extra = sum(len(g.members) - 1 for g in groups)
         # the least alike copy says what the slider can still take away (below it, nothing changes)
-        least = min((m.similarity for g in groups for m in g.members[1:] if m.relation != "exact"), default=None)
-        spread = f"; the least alike copy: {least:.2f}" if least is not None else ""
+        # (whole-photo copies: a crop's number is its window's, held to a bar of its own)
+        least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
+                    default=None)
+        spread = f"; the least alike copy found: {least:.2f}" if least is not None else ""
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go if you kept the "
                              f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
                              if groups else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")

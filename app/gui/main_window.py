@@ -745,10 +745,12 @@ class MainWindow(QMainWindow):
 
     def _box_moving(self, _box):
         self._dragging = True
+        self._scroll_top = True  # another region, another list: from its top (it stayed at #94)
         self._debounce.start()
 
     def _box_settled(self, _box):
         self._dragging = False
+        self._scroll_top = True
         self._debounce.start(0)
 
     def current_request(self) -> SearchRequest:
