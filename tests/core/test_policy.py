@@ -71,3 +71,22 @@ def test_a_narrow_filter_still_fills_the_page_with_the_graph(small_lib, monkeypa
     assert len(res.hits) == 25 and all(h.path.startswith(only) for h in res.hits)
     res = Searcher(svc).search(SearchRequest(path=str(d / "x" / "p03.png"), top=100, filters=Filters((only,))))
     assert len(res.hits) == 30
+
+
+def test_a_filter_leaves_each_photos_relevance_as_it_is_in_the_whole_library(small_lib):
+    """The trial: searched with a photo whose subject the filtered folder does not hold, every
+    result read 0.55-0.66 (0.08 unfiltered): the ranking's score was spread best 1 over the
+    filter's photos alone. A photo's relevance is now the same with the filter as without."""
+    svc, d = small_lib
+    only = str((d / "y").resolve())
+    query = str(d / "x" / "p03.png")
+    whole = Searcher(svc).search(SearchRequest(path=query, her="on", top=60))
+    within = Searcher(svc).search(SearchRequest(path=query, her="on", top=60, filters=Filters((only,))))
+    before = {h.path: h.score for h in whole.hits}
+    assert within.hits and all(h.path.startswith(only) for h in within.hits)
+    ys = [h.path for h in whole.hits if h.path.startswith(only)]
+    assert [h.path for h in within.hits][: len(ys)] == ys  # in the whole library's order
+    # each relevance as in the whole library (or higher only where a photo of another folder
+    # ranked above it there held it down: relevance never rises down a list)
+    assert within.hits[0].score == pytest.approx(max(before[p] for p in ys[:1]), abs=1e-6)
+    assert all(h.score >= before[h.path] - 1e-9 for h in within.hits)

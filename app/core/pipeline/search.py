@@ -298,21 +298,11 @@ class Searcher:
                 self._thumbs.popitem(last=False)
         return made
 
-    def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
-             pinned: list[int] = (), in_library: bool = False, query_thumb: bytes = b""
-             ) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
-        """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
-        before the cut-off, timings, the plan as applied: HeR "auto" decided for this query).
-        query_thumb: the query's thumbnail; its copies are ranked first (after its own file)."""
-        t0 = time.perf_counter()
-        q = snap.whitening.apply(raw)[0]
-        filters = req.filters if req.filters.active else None
-        k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
-        sl = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, filters)
-        if plan.her == "auto":
-            plan = replace(plan, her=policy.use_her(sl.sims[: policy.NEIGHBOURHOOD], in_library))
-        sl = Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k])
-        t1 = time.perf_counter()
+    def _ranking(self, q: np.ndarray, k: int, filters, plan: policy.SearchPlan, snap) -> tuple[Shortlist, np.ndarray]:
+        """The k best photos for the whitened query `q` (D,) among `filters`' photos (None: all),
+        QE and HeR as `plan` says (its HeR decided): (shortlist in ranking order, scores (k,)
+        float64 in [0, 1], the ranking's own: HeR's heat spread best 1, last 0, or cosines)."""
+        sl = snap.search(q, k, filters)
         scores = sl.sims.astype(np.float64)
         final = sl
         if len(sl):
@@ -337,6 +327,37 @@ class Searcher:
                     scores = np.concatenate([rel, tail])
                 else:
                     scores = final.sims.astype(np.float64)
+        return final, scores
+
+    def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
+             pinned: list[int] = (), in_library: bool = False, query_thumb: bytes = b""
+             ) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
+        """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
+        before the cut-off, timings, the plan as applied: HeR "auto" decided for this query).
+        query_thumb: the query's thumbnail; its copies are ranked first (after its own file)."""
+        t0 = time.perf_counter()
+        q = snap.whitening.apply(raw)[0]
+        filters = req.filters if req.filters.active else None
+        k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
+        if plan.her == "auto":  # decided on the query's neighbourhood in the whole library, filter or not
+            sl = snap.search(q, max(k, policy.NEIGHBOURHOOD), None)
+            plan = replace(plan, her=policy.use_her(sl.sims[: policy.NEIGHBOURHOOD], in_library))
+        t1 = time.perf_counter()
+        final, scores = self._ranking(q, k, filters, plan, snap)
+        if filters is not None and len(final):
+            # A photo's ranking score is the one it has in the whole library, with or without a
+            # filter: ranked among the filter's photos alone, the best of them scored 1 (HeR's
+            # heat is spread best 1, last 0), so a search with no right answer in the filtered
+            # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. The filter's
+            # photos come in the whole library's order, then the ones beyond its shortlist.
+            whole, whole_scores = self._ranking(q, k, None, plan, snap)
+            inside = np.isin(whole.ids, final.ids)
+            floor = float(whole_scores[-1]) if len(whole_scores) else 0.0
+            rest = ~np.isin(final.ids, whole.ids)
+            final = Shortlist(np.concatenate([whole.ids[inside], final.ids[rest]]),
+                              np.concatenate([whole.sims[inside], final.sims[rest]]),
+                              np.concatenate([whole.vectors[inside], final.vectors[rest]]))
+            scores = np.concatenate([whole_scores[inside], np.minimum(scores[rest], floor)])
         t2 = time.perf_counter()
         ids = final.ids
         vec_of = {int(i): v for i, v in zip(final.ids[: req.top + 200].tolist(), final.vectors[: req.top + 200])}
