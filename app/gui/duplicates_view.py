@@ -91,6 +91,7 @@ class DuplicatesDialog(QDialog):
         self.tree.setColumnWidth(0, 330)  # room for the reason at the dialog's size (the full text is in a tooltip)
         self.tree.setColumnWidth(1, 90)
         self.tree.setColumnWidth(2, 160)
+        self.tree.setTextElideMode(Qt.ElideLeft)  # a folder's end says which it is ("…/photos/objects"); names too
         self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
                              "not enlarged, most pixels, the camera's file, the original format, the oldest file, the largest file")
         v.addWidget(self.tree, 1)
@@ -167,8 +168,7 @@ class DuplicatesDialog(QDialog):
             top.setFirstColumnSpanned(True)  # the title has the whole row (it read "(3 ph…" in the Photo column)
             for m in g.members:
                 folder = os.path.dirname(display(m.path))
-                item = QTreeWidgetItem([os.path.basename(display(m.path)), f"{m.width}x{m.height}",
-                                        os.path.basename(folder) or folder, m.reason])
+                item = QTreeWidgetItem([os.path.basename(display(m.path)), f"{m.width}x{m.height}", folder, m.reason])
                 item.setToolTip(0, display(m.path))
                 item.setToolTip(2, folder)
                 item.setToolTip(3, m.reason)

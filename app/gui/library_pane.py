@@ -82,7 +82,10 @@ class LibraryPane(QWidget):
             indexed, failed = f.get("indexed", 0), f.get("failed", 0)
             total = folder_total(f, self._totals) if indexing else 0
             if indexing and total > indexed:
-                count = f"{indexed} of {total} indexed" + (", paused" if paused else "")
+                # describing the library again for new settings: the old descriptions still serve
+                # ("0 of 1054 indexed" read as if the library had been wiped)
+                done = "described again" if stats.get("serving_space") else "indexed"
+                count = f"{indexed} of {total} {done}" + (", paused" if paused else "")
             elif indexing and not indexed and not total:  # just added: its scan has not counted it yet
                 count = "being scanned…"
             elif left.get(f["path"]):

@@ -245,8 +245,16 @@ def test_settings_change_asks_with_count_and_time_then_reindexes(qtbot, window, 
     assert window.svc.settings.backbone == "tiny-random"
     # accepted: new descriptor space, re-indexed in the background
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    seen = []
+    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         assert window.apply_settings(replace(window.svc.settings, max_side=96))
+        qtbot.waitUntil(lambda: any(k > 0 for k in seen), timeout=30000)
+        qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+        # the pane says the photos are described again, not "0 of 12 indexed" (trial 5: "looks wiped")
+        pane = window.library.folder_list
+        qtbot.waitUntil(lambda: "of 12 described again, paused" in pane.item(0).text(), timeout=10000)
+        qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
     wait_idle(qtbot, window)
     assert window.svc.snapshot().space.id != old_space and window.svc.stats()["indexed"] == 12
     assert (window.svc.home / "settings.json").read_text().count('"max_side": 96') == 1
