@@ -62,10 +62,19 @@ class LibraryPane(QWidget):
         self.missing_btn.clicked.connect(lambda: self.forgetMissingRequested.emit())
         self.setMinimumWidth(160)
         self._totals: dict[int, int] = {}
+        self._read_only = False
+        self._enable_folder_buttons()
 
     def set_read_only(self, read_only: bool) -> None:
+        self._read_only = read_only
         for b in (self.add_btn, self.remove_btn, self.reindex_btn, self.resume_btn, self.missing_btn):
             b.setEnabled(not read_only)
+        self._enable_folder_buttons()
+
+    def _enable_folder_buttons(self) -> None:
+        """Remove and Rescan only where there is a folder to remove or rescan."""
+        for b in (self.remove_btn, self.reindex_btn):
+            b.setEnabled(not self._read_only and self.folder_list.count() > 0)
 
     def set_scan_totals(self, totals: dict[int, int]) -> None:
         """Photos found per folder by the running scan (for "48 of 56" while indexing)."""
@@ -103,6 +112,7 @@ class LibraryPane(QWidget):
             self.folder_list.addItem(item)
             if f["path"] == current:
                 self.folder_list.setCurrentItem(item)
+        self._enable_folder_buttons()
         missing = stats.get("missing", 0)
         self.missing_btn.setVisible(bool(missing))
         self.missing_btn.setText(f"Forget {plural(missing, 'missing photo')}")

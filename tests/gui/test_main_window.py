@@ -298,7 +298,10 @@ def test_scores_shown_follow_the_rank_and_the_cutoff_says_what_it_hides(qtbot, w
 
 
 def test_remove_asks_first_and_runs_off_the_gui_thread(qtbot, window, photo_dir, monkeypatch):
+    # an empty library has nothing to remove or rescan (trial 5: both active)
+    assert not window.library.remove_btn.isEnabled() and not window.library.reindex_btn.isEnabled()
     index_folder(qtbot, window, photo_dir)
+    assert window.library.remove_btn.isEnabled() and window.library.reindex_btn.isEnabled()
     window.library.folder_list.setCurrentRow(0)
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Cancel))
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
@@ -309,6 +312,7 @@ def test_remove_asks_first_and_runs_off_the_gui_thread(qtbot, window, photo_dir,
     assert "12 photos" in asked[0] and "stay on disk" in asked[0]
     qtbot.waitUntil(lambda: window.svc.stats()["images"] == 0, timeout=20000)
     assert sorted(p.name for p in photo_dir.rglob("*.jpg"))  # the photos are all still there
+    qtbot.waitUntil(lambda: not window.library.remove_btn.isEnabled(), timeout=10000)
 
 
 def test_a_query_that_cannot_be_decoded_says_so_and_clears_old_results(qtbot, window, photo_dir, tmp_path):
