@@ -36,8 +36,9 @@ class QueryPane(QWidget):
         lg = QHBoxLayout(self.legend)
         lg.setContentsMargins(0, 0, 0, 0)
         # each photo's own description, not where it matches the query (trial 5 read "In the
-        # match" and looked for the box's subject on the results)
-        lg.addWidget(QLabel("Each photo's description: little"))
+        # match" and looked for the box's subject on the results); short: it sets the pane's
+        # minimum width ("Each photo's description" made the window 1012 px at least)
+        lg.addWidget(QLabel("In each photo: little"))
         bar = QLabel()
         bar.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(80, 10), np.full((10, 80), 255, np.uint8)]))))
         bar.setToolTip("Heat overlay: how much each part makes up the photo's description (what the search compares). "
