@@ -13,6 +13,8 @@
                                                    # set and size (libraries with the distractors up to 2,703)
     python benchmarks/policies.py --exp regional   # regional database descriptors (a photo's best region)
     python benchmarks/policies.py --exp mean       # where HeW's centring mean comes from
+    python benchmarks/policies.py --exp drift      # HeR's ranking dropped when it loses the query's nearest photos
+                                                   # (--few: libraries where one landmark has 10 photos)
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
 revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.
@@ -69,6 +71,7 @@ class Config:
     regions: int = 0  # > 0: database photos also described by regions of levels 2..regions (box queries)
     regions_full: bool = False  # the regions for full-photo queries too
     mu_from: str = "library"  # centring mean from: library | sample (48 at random) | burst (48 in a row) | uk | pa
+    drift_guard: tuple = ()  # (keep, within): HeR's ranking dropped when fewer of the query's nearest photos stay (policy.her_drifted)
 
 
 OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
@@ -242,12 +245,12 @@ def rank(cfg: Config, qs: np.ndarray, db: np.ndarray, own: list) -> list[np.ndar
         if her == "policy":
             her = policy.use_her(sims[i][base[:policy.NEIGHBOURHOOD]], own[i] is not None,
                                  cfg.min_cluster or policy.HER_MIN_NEIGHBOURS)
-        if her:
-            r = her_rerank(src, db, base, cfg.her_k)
-        elif cfg.qe:
-            r = np.argsort(-(db @ src), kind="stable")
-        else:
-            r = base
+        r = her_rerank(src, db, base, cfg.her_k) if her else None
+        if r is not None and cfg.drift_guard and policy.her_drifted([b for b in base if b != own[i]],
+                                                                    [b for b in r if b != own[i]], *cfg.drift_guard):
+            r = None
+        if r is None:
+            r = np.argsort(-(db @ src), kind="stable") if cfg.qe else base
         if own[i] is not None:  # the app pins the query photo itself first
             r = np.concatenate([[own[i]], r[r != own[i]]])
         out.append(r)
@@ -326,17 +329,36 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
             gnd.append(Gnd(ok, junk))
         if qrows:
             qs = w.apply(np.stack([d["db"][int(r)] for r in qrows]))
-            m = mean_ap(rank_full(qs, [pos[int(r)] for r in qrows]), gnd)["mAP"]
+            rk = rank_full(qs, [pos[int(r)] for r in qrows])
+            m = mean_ap(rk, gnd)["mAP"]
             if m == m:
                 out["pa landmark"] = 100 * m
+            # a landmark with few photos beside larger ones (library 'pa-few': trial 5's Louvre)
+            few = [i for i, g in enumerate(gnd) if 0 < len(g.ok) <= FEW]
+            if few and len(few) < len(gnd):
+                out["pa few"] = 100 * mean_ap([rk[i] for i in few], [gnd[i] for i in few])["mAP"]
     return out
+
+
+FEW = 10  # photos of one landmark in a 'pa-few' library
 
 
 def subsets(data: Data, kind: str, n: int, seed: int) -> np.ndarray:
     """A library of n photos: 'uk' (whole groups), 'pa', or 'union' (both, in proportion); with
-    '+dx' ('uk+dx', 'pa+dx', 'union+dx'): the whole set and distractors up to n photos."""
+    '+dx' ('uk+dx', 'pa+dx', 'union+dx'): the whole set and distractors up to n photos;
+    'pa-few': FEW photos of one landmark (the seed's, in turn) beside all the others' and UKBench
+    groups up to n (trial 5's library: 10 of the Louvre, 50 each of the Invalides and the Eiffel
+    tower, 200 object photos)."""
     rng = np.random.default_rng(seed)
     n_uk, n_pa = len(data.uk_images), len(data.pa_images)
+    if kind == "pa-few":
+        marks = sorted({Path(p).stem.split("_")[1] for p in data.pa_images})
+        mark = marks[seed % len(marks)]
+        mine = [i for i, p in enumerate(data.pa_images) if Path(p).stem.split("_")[1] == mark]
+        pa = [i for i in range(n_pa) if i not in mine] + list(rng.choice(mine, FEW, replace=False))
+        g = rng.permutation(n_uk // 4)[: max(0, (n - len(pa)) // 4)]
+        uk = [4 * x + k for x in g for k in range(4)]
+        return np.sort(np.concatenate([np.asarray(uk, int), n_uk + np.asarray(pa, int)]))
     if kind.endswith("+dx"):
         base = subsets(data, kind[:-3], n_uk + n_pa, seed)
         extra = n_uk + n_pa + rng.choice(len(data.dx_images), min(len(data.dx_images), n - len(base)), replace=False)
@@ -375,12 +397,13 @@ def table(title: str, rows: dict[str, dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "bf16", "refine", "box", "final", "regional", "mean"])
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "bf16", "refine", "box", "final", "regional", "mean", "drift"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="--exp int8: the model quantised (default: the app's)")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--few", action="store_true", help="--exp drift: the 'pa-few' libraries (each landmark in turn with 10 photos)")
     ap.add_argument("--keep", type=int, default=640, help="--exp final: also photos up to this size analysed at their own (0: not)")
     a = ap.parse_args()
     from app.core.config import DEFAULT_MAX_SIDE
@@ -412,6 +435,16 @@ def main():
                             for name, cfg in variants.items()}
                     out[f"{kind} n={n}"] = rows
                     print(table(f"whitening, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "drift":
+            # HeR's ranking kept only when it keeps the query's nearest photos (policy.her_drifted)
+            variants = {"no guard": replace(shipped, drift_guard=())}
+            for keep, within in ((3, 10), (4, 50), (5, 50), (4, 30)):
+                variants[f"guard: {keep} of the 5 nearest in the first {within}"] = replace(shipped, drift_guard=(keep, within))
+            libraries = [("pa-few", 210), ("pa-few", 410)] if a.few else LIBRARIES
+            for kind, n in libraries:
+                rows = {name: mean_columns(data, kind, n, cfg, range(5) if a.few else seeds) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"HeR drift guard, library {kind}, n = {n}", rows), flush=True)
         elif a.exp == "refine":
             variants = {"none": Config(qe=False, her=False), "QE": Config(qe=True, her=False),
                         "QE+HeR k=800": Config(), "QE+HeR k=200": Config(her_k=200)}

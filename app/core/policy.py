@@ -96,6 +96,25 @@ def close_neighbours(sims, query_in_library: bool) -> int:
     return int((s >= bg + 0.5 * (top - bg)).sum())
 
 
+# HeR's heat flows along the shortlist's graph; when another subject has many more photos than
+# the query's own (50 of the Invalides against 10 of the Louvre, trial 5), the heat drifts there
+# and buries the query's nearest photos (ranks 4-6 -> 53-57). So a HeR ranking is kept only when
+# at least DRIFT_KEEP of the query's DRIFT_NEAREST nearest photos (by cosine, its own file left
+# out) stay within its first DRIFT_WITHIN; otherwise the search keeps QE's ranking.
+DRIFT_NEAREST, DRIFT_KEEP, DRIFT_WITHIN = 5, 4, 50
+
+
+def her_drifted(nearest, her_order, keep: int = 0, within: int = 0) -> bool:
+    """Whether HeR's ranking `her_order` (ids, best first) lost the query's nearest photos
+    `nearest` (ids by cosine, best first, the query's own file left out); `keep`, `within`:
+    DRIFT_KEEP, DRIFT_WITHIN when 0."""
+    near = list(nearest)[:DRIFT_NEAREST]
+    if len(near) < DRIFT_NEAREST:
+        return False
+    top = set(list(her_order)[: within or DRIFT_WITHIN])
+    return sum(1 for i in near if i in top) < (keep or DRIFT_KEEP)
+
+
 def use_her(sims, query_in_library: bool, min_neighbours: int = HER_MIN_NEIGHBOURS) -> bool:
     return close_neighbours(sims, query_in_library) >= min_neighbours
 

@@ -90,3 +90,34 @@ def test_a_filter_leaves_each_photos_relevance_as_it_is_in_the_whole_library(sma
     # ranked above it there held it down: relevance never rises down a list)
     assert within.hits[0].score == pytest.approx(max(before[p] for p in ys[:1]), abs=1e-6)
     assert all(h.score >= before[h.path] - 1e-9 for h in within.hits)
+
+
+# the ten Louvre photos of trial 5's library (its 2019 folder)
+LOUVRE = (371, 391, 410, 446, 448, 452, 454, 461, 462, 472)
+
+
+@pytest.mark.slow
+def test_heat_reranking_never_buries_the_query_among_a_larger_subject(tmp_path):
+    """Trial 5: in a library with 10 photos of the Louvre beside 50 each of the Invalides, the
+    Eiffel tower and the Moulin Rouge, a Louvre photo's search put three Louvre photos first, then
+    about 50 Invalides; its other nearest Louvre photos went to #54-#57 (HeR's heat flowed to the
+    larger subject). The query's nearest photos now stay at the top."""
+    from app.core.config import DEFAULT_MAX_SIDE
+    from app.core.features.registry import DEFAULT_BACKBONE
+    from tests.conftest import SHARED
+
+    src = SHARED / "data" / "paris250" / "jpg"
+    if not src.is_dir():
+        pytest.skip(f"shared photos not found in {src}")
+    d = tmp_path / "paris"
+    d.mkdir()
+    names = [f"paris_louvre_{i:06d}.jpg" for i in LOUVRE]
+    names += sorted(p.name for p in src.glob("paris_*.jpg") if p.name.split("_")[1] in ("invalides", "eiffel", "moulinrouge"))
+    for n in names:
+        (d / n).write_bytes((src / n).read_bytes())
+    svc = open_lib(tmp_path / "h", backbone=DEFAULT_BACKBONE, max_side=DEFAULT_MAX_SIDE, batch_size=8)
+    index(svc, [d])
+    res = Searcher(svc).search(SearchRequest(path=str(d / names[0]), top=20))
+    svc.close()
+    top = [h.path.split("/")[-1].split("_")[1] for h in res.hits[:6]]
+    assert top == ["louvre"] * 6, top

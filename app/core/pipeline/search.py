@@ -298,24 +298,30 @@ class Searcher:
                 self._thumbs.popitem(last=False)
         return made
 
-    def _ranking(self, q: np.ndarray, k: int, filters, plan: policy.SearchPlan, snap) -> tuple[Shortlist, np.ndarray]:
+    def _ranking(self, q: np.ndarray, k: int, filters, plan: policy.SearchPlan, snap, own=()
+                 ) -> tuple[Shortlist, np.ndarray, bool]:
         """The k best photos for the whitened query `q` (D,) among `filters`' photos (None: all),
-        QE and HeR as `plan` says (its HeR decided): (shortlist in ranking order, scores (k,)
-        float64 in [0, 1], the ranking's own: HeR's heat spread best 1, last 0, or cosines)."""
+        QE and HeR as `plan` says (its HeR decided; its ranking dropped for QE's when it lost the
+        query's nearest photos, `own`: ids of the query's own file and copies, left out of that
+        check): (shortlist in ranking order, scores (k,) float64 in [0, 1], the ranking's own:
+        HeR's heat spread best 1, last 0, or cosines; whether HeR's ranking was kept)."""
         sl = snap.search(q, k, filters)
         scores = sl.sims.astype(np.float64)
         final = sl
+        her = bool(plan.her)
         if len(sl):
             order = np.arange(len(sl))
-            source = q
-            if plan.qe:
-                source = expand_query(q, sl.vectors, order, plan.qe_n, plan.qe_alpha)
-                if not plan.her:  # with HeR the QE vector only serves as the heat source
-                    final = snap.search(source, k, filters)
-                    scores = final.sims.astype(np.float64)
-            if plan.her:
+            source = expand_query(q, sl.vectors, order, plan.qe_n, plan.qe_alpha) if plan.qe else q
+            if her:
                 # heat from the (QE) source over the original query's shortlist
                 new, heat = her_rerank(source, sl.vectors, order, plan.her_k, return_heat=True)
+                mine = np.isin(sl.ids, list(own))
+                if policy.her_drifted(sl.ids[~mine], sl.ids[new][~mine[new]]):
+                    her = False  # the heat went to another subject: QE's ranking
+            if plan.qe and not her:  # with HeR the QE vector only serves as the heat source
+                final = snap.search(source, k, filters)
+                scores = final.sims.astype(np.float64)
+            if her:
                 final = Shortlist(sl.ids[new], sl.sims[new], sl.vectors[new])
                 if heat is not None and float(heat[0]) > float(heat.min()):
                     # heat is compressed near its top (relevant 1.0-0.97, the rest ~0.94 on a
@@ -327,7 +333,7 @@ class Searcher:
                     scores = np.concatenate([rel, tail])
                 else:
                     scores = final.sims.astype(np.float64)
-        return final, scores
+        return final, scores, her
 
     def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
              pinned: list[int] = (), in_library: bool = False, query_thumb: bytes = b""
@@ -343,14 +349,14 @@ class Searcher:
             sl = snap.search(q, max(k, policy.NEIGHBOURHOOD), None)
             plan = replace(plan, her=policy.use_her(sl.sims[: policy.NEIGHBOURHOOD], in_library))
         t1 = time.perf_counter()
-        final, scores = self._ranking(q, k, filters, plan, snap)
+        final, scores, her = self._ranking(q, k, filters, plan, snap, pinned)
         if filters is not None and len(final):
             # A photo's ranking score is the one it has in the whole library, with or without a
             # filter: ranked among the filter's photos alone, the best of them scored 1 (HeR's
             # heat is spread best 1, last 0), so a search with no right answer in the filtered
             # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. The filter's
             # photos come in the whole library's order, then the ones beyond its shortlist.
-            whole, whole_scores = self._ranking(q, k, None, plan, snap)
+            whole, whole_scores, her = self._ranking(q, k, None, plan, snap, pinned)
             inside = np.isin(whole.ids, final.ids)
             floor = float(whole_scores[-1]) if len(whole_scores) else 0.0
             rest = ~np.isin(final.ids, whole.ids)
@@ -358,6 +364,7 @@ class Searcher:
                               np.concatenate([whole.sims[inside], final.sims[rest]]),
                               np.concatenate([whole.vectors[inside], final.vectors[rest]]))
             scores = np.concatenate([whole_scores[inside], np.minimum(scores[rest], floor)])
+        plan = replace(plan, her=her)  # as applied: HeR's ranking dropped when it drifted
         t2 = time.perf_counter()
         ids = final.ids
         vec_of = {int(i): v for i, v in zip(final.ids[: req.top + 200].tolist(), final.vectors[: req.top + 200])}
