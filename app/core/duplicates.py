@@ -292,8 +292,9 @@ def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, lo
     t0 = time.perf_counter()
     snap = svc.snapshot()
     if cache is not None and cache.get("generation") != snap.generation:
+        enlarged = cache.get("enlarged", {})  # by the files' identities: still true of unchanged files
         cache.clear()
-        cache["generation"] = snap.generation
+        cache.update(generation=snap.generation, enlarged=enlarged)
     ids, vecs = snap.all_vectors()
     rows = svc.catalog.guard(svc.catalog.duplicate_rows)
     groups = group_duplicates(ids, vecs, rows, threshold, crops, cache=cache,
@@ -391,37 +392,51 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
             if max(most.get(u.find(small), 0.0), _content_area(rows[small])) <= ENLARGED * window:
                 u.join(big, small)
                 crop_of[small] = big
-    groups = _groups(u, rows, crop_of, threshold, known)
+    groups = _groups(u, rows, crop_of, threshold, known, cache.setdefault("enlarged", {}))
     if log:
         log(f"{len(groups)} duplicate groups among {len(ids)} photos in {time.perf_counter() - t0:.1f} s "
             f"(candidates {t_cand:.1f} s: {len(pairs)} pairs; {len(windows)} window searches)")
     return groups
 
 
-def _mark_enlarged(ms: list[Member], crop_of: dict, known: dict) -> None:
-    """Mark the members that are enlargements of a smaller whole photo of their group (ENLARGED_CHECK
-    times its pixels and more, and that photo enlarged gives it back: signature.enlargement_residual):
-    they hold no more of the photo than it. The two files are decoded (each answer cached in
-    `known`); RAW files are never enlargements, nor photos with a border added."""
+def _mark_enlarged(ms: list[Member], crop_of: dict, answers: dict) -> None:
+    """Mark the members that are enlargements of a smaller whole photo of their group: ENLARGED_CHECK
+    times its pixels and more, made after it (`_made_from`), and that photo enlarged gives it back
+    (signature.enlargement_residual): they hold no more of the photo than it. The larger file is
+    decoded once, whole (a JPEG's draft mode at half size hid a fifth of 4x enlargements:
+    benchmarks/enlarged.py); each answer is kept in `answers` by the files' identities (path,
+    size, mtime), across library versions. RAW files are never enlargements, nor photos
+    with a border added."""
     least = min(m.border for m in ms)
     whole = sorted((m for m in ms if m.image_id not in crop_of and m.border <= least + BORDER_ADDED),
                    key=lambda m: -m.width * m.height)
     for i, m in enumerate(whole):
         if m.format_rank == 0:
             continue
+        picture = None
         for small in whole[i + 1:]:  # the largest smaller photo first: the one it was most likely made from
-            factor = float(np.sqrt(m.width * m.height / max(small.width * small.height, 1)))
-            if factor ** 2 < ENLARGED_CHECK:
+            if m.width * m.height < ENLARGED_CHECK * small.width * small.height or not _made_from(m, small):
                 continue
-            key = ("enlarged", m.image_id, small.image_id)
-            if key not in known:
+            key = (m.path, m.size, m.mtime, small.path, small.size, small.mtime)
+            if key not in answers:
                 try:
-                    known[key] = enlargement_residual(open_oriented(m.path)[0], open_oriented(small.path)[0]) < ENLARGED_DETAIL
+                    if picture is None:
+                        picture = open_oriented(m.path)[0]
+                    answers[key] = enlargement_residual(picture, open_oriented(small.path)[0]) < ENLARGED_DETAIL
                 except (ImageError, OSError):  # unreadable now: counted as it is
-                    known[key] = False
-            if known[key]:
+                    answers[key] = False
+            if answers[key]:
                 m.enlarged = True
                 break
+
+
+def _made_from(big: Member, small: Member) -> bool:
+    """Whether the files allow `big` to have been made from `small`: it was written later (by a
+    minute and more: copies made together have about the same time), or it lacks the camera that
+    `small` names. A soft camera original (many 12-48 MP files hold less detail than their pixels)
+    next to its later, smaller web copy looks enlarged to the pixels alone (a reviewer's blurred
+    Paris photo and its 6x smaller copy: residual 0.11-0.13)."""
+    return small.mtime + 60 < big.mtime or (bool(small.camera) and not big.camera)
 
 
 def _member(row) -> Member:
@@ -475,7 +490,7 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     return key, "the same photo " + ", ".join(words), sim
 
 
-def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict) -> list[Group]:
+def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlarged: dict) -> list[Group]:
     comps: dict[int, list[int]] = {}
     for i in list(u.parent):
         comps.setdefault(u.find(i), []).append(i)
@@ -484,7 +499,7 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict) -> li
         ms = [_member(rows[i]) for i in members if i in rows]
         if len(ms) < 2:
             continue
-        _mark_enlarged(ms, crop_of, known)
+        _mark_enlarged(ms, crop_of, enlarged)
         least = min(m.border for m in ms)
         flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of) for m in ms}
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))

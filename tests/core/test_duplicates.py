@@ -2,6 +2,7 @@
 are grouped with the best one first; similar but different photos are not; nothing is deleted."""
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -166,7 +167,8 @@ def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     d.mkdir()
     srcs = shared_photos("ukbench", 8)  # two objects x four views: similar, not duplicates
     for p in srcs:
-        (d / p.name).write_bytes(p.read_bytes())  # the camera's files, with their EXIF
+        (d / p.name).write_bytes(p.read_bytes())  # the camera's files, with their EXIF and an older time
+        os.utime(d / p.name, (1.6e9, 1.6e9))
     original = Image.open(srcs[0]).convert("RGB")
     (d / "copy.jpg").write_bytes((d / srcs[0].name).read_bytes())
     original.save(d / "converted.png")
@@ -341,16 +343,39 @@ def test_an_enlarged_copy_is_never_the_one_to_keep(tmp_path, resample):
     img = Image.open(src).convert("RGB")
     big = img.resize((img.width * 3, img.height * 3), getattr(Image.Resampling, resample.upper()))
     big.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(tmp_path / "big.jpg", quality=92, exif=exif)
-    small = Member(1, str(src), img.width, img.height, src.stat().st_size, 0.0, 1.0, camera="Canon PowerShot S230")
-    enlarged = Member(2, str(tmp_path / "big.jpg"), big.width, big.height, 1, 0.0, 1.0, camera="Canon PowerShot S230")
+    small = Member(1, str(src), img.width, img.height, src.stat().st_size, 0.0, 1.0, 1e9, camera="Canon PowerShot S230")
+    enlarged = Member(2, str(tmp_path / "big.jpg"), big.width, big.height, 1, 0.0, 1.0, 1e9 + 3600,
+                      camera="Canon PowerShot S230")  # made an hour after the camera's file
     _mark_enlarged([enlarged, small], {}, {})
     assert enlarged.enlarged and not small.enlarged
     assert sorted([enlarged, small], key=lambda m: keep_order(m, False, False))[0] is small
+    # a photo at its own size with its 3x smaller copy, the copy the older file (the times allow
+    # either to be made from the other): the pixels say which
     paris = shared_photos("paris250", 1)[0]
     photo = Image.open(paris).convert("RGB")
-    photo.resize((round(photo.width / 2.5), round(photo.height / 2.5)), Image.LANCZOS).save(tmp_path / "s.jpg", quality=90)
+    photo.resize((round(photo.width / 3), round(photo.height / 3)), Image.LANCZOS).save(tmp_path / "s.jpg", quality=90)
     shrunk = Image.open(tmp_path / "s.jpg")
-    whole = Member(3, str(paris), photo.width, photo.height, 1, 0.0, 1.0)
-    copy = Member(4, str(tmp_path / "s.jpg"), shrunk.width, shrunk.height, 1, 0.0, 1.0)
+    whole = Member(3, str(paris), photo.width, photo.height, 1, 0.0, 1.0, 1e9 + 3600)
+    copy = Member(4, str(tmp_path / "s.jpg"), shrunk.width, shrunk.height, 1, 0.0, 1.0, 1e9)
     _mark_enlarged([copy, whole], {}, {})
     assert not whole.enlarged and not copy.enlarged
+
+
+def test_a_soft_camera_original_is_kept_over_its_later_small_copy(tmp_path):
+    """A review: many 12-48 MP camera files hold less detail than their pixels; next to a 6x
+    smaller web copy made later, the pixels alone took such a file for an enlargement of its copy,
+    and Duplicates proposed keeping the copy. An enlargement is made after the photo it enlarges."""
+    from app.core.duplicates import _mark_enlarged, keep_order
+    from app.core.signature import ENLARGED_DETAIL, enlargement_residual
+
+    src = next(p for p in shared_photos("paris250", 250) if "defense" in p.name)
+    soft = Image.open(src).convert("RGB").filter(ImageFilter.GaussianBlur(4))
+    soft.save(tmp_path / "camera.jpg", quality=95)
+    web = soft.resize((round(soft.width / 6), round(soft.height / 6)), Image.LANCZOS)
+    web.save(tmp_path / "web.jpg", quality=85)
+    assert enlargement_residual(Image.open(tmp_path / "camera.jpg"), Image.open(tmp_path / "web.jpg")) < ENLARGED_DETAIL
+    original = Member(1, str(tmp_path / "camera.jpg"), soft.width, soft.height, 1, 0.0, 1.0, 1e9, camera="Canon EOS R6")
+    copy = Member(2, str(tmp_path / "web.jpg"), web.width, web.height, 1, 0.0, 1.0, 1e9 + 86400)
+    _mark_enlarged([original, copy], {}, {})
+    assert not original.enlarged
+    assert sorted([copy, original], key=lambda m: keep_order(m, False, False))[0] is original
