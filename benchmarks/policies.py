@@ -410,7 +410,8 @@ def main():
 
     size = a.size or DEFAULT_MAX_SIDE
     seeds = range(a.seeds)
-    shipped = Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE)
+    shipped = Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE,
+                     drift_guard=(policy.DRIFT_KEEP, policy.DRIFT_WITHIN))
     out = {}
     if a.exp == "size":
         for s in a.sizes:

@@ -24,7 +24,8 @@ from app.core.evaluation.metrics import Gnd, mean_ap  # noqa: E402
 K = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 kind, n = (sys.argv[2], int(sys.argv[3])) if len(sys.argv) > 3 else ("pa", 250)
 data = P.Data(512)
-shipped = P.Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE)
+shipped = P.Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE,
+                   drift_guard=(policy.DRIFT_KEEP, policy.DRIFT_WITHIN))
 rows = P.subsets(data, kind, n, 0)
 d = data.describe(rows, shipped.mu_from)
 rows = np.asarray(sorted(rows))

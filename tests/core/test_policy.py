@@ -121,3 +121,23 @@ def test_heat_reranking_never_buries_the_query_among_a_larger_subject(tmp_path):
     svc.close()
     top = [h.path.split("/")[-1].split("_")[1] for h in res.hits[:6]]
     assert top == ["louvre"] * 6, top
+
+
+@pytest.mark.parametrize("qe,her", [("on", "off"), ("on", "on"), ("off", "off")])
+def test_a_filter_shows_every_photo_of_its_folder_that_the_whole_library_ranks(small_lib, qe, her):
+    """A review: a filtered search took, of the whole library's ranking, only the photos its own
+    filtered ranking also held; where the two rankings differ (QE's vector is made from each
+    ranking's own first photos) a folder's photo ranked in the whole library was dropped while
+    lower ones were shown. Every query, a short list: the folder's photos that the search
+    without the filter shows come first, in its order, at its relevance."""
+    svc, d = small_lib
+    only = str((d / "y").resolve())
+    searcher = Searcher(svc)
+    for query in sorted(d.rglob("*.png")):
+        whole = searcher.search(SearchRequest(path=str(query), qe=qe, her=her, top=8))
+        within = searcher.search(SearchRequest(path=str(query), qe=qe, her=her, top=8, filters=Filters((only,))))
+        ys = [(h.path, h.score) for h in whole.hits if h.path.startswith(only)]
+        assert all(h.path.startswith(only) for h in within.hits)
+        got = [(h.path, h.score) for h in within.hits][: len(ys)]
+        assert [p for p, _ in got] == [p for p, _ in ys], query.name
+        assert all(a == pytest.approx(b, abs=1e-6) or a > b for (_, a), (_, b) in zip(got, ys)), query.name

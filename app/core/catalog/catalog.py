@@ -637,10 +637,13 @@ class Catalog:
         with self._read() as s:
             return list(s.scalars(select(Image.id).where(Image.digest == digest, Image.status == "indexed").order_by(Image.id)))
 
-    def filter_ids(self, folders: tuple[str, ...] = (), after: float | None = None, before: float | None = None) -> np.ndarray:
+    def filter_ids(self, folders: tuple[str, ...] = (), after: float | None = None, before: float | None = None,
+                   among: list[int] | None = None) -> np.ndarray:
         """(n,) int64 ids of searchable photos under any of `folders` (by path components) and
-        taken in [after, before)."""
+        taken in [after, before); with `among`, only those of these ids."""
         q = select(Image.id, Image.path).where(Image.status == "indexed")
+        if among is not None:
+            q = q.where(Image.id.in_([int(i) for i in among]))
         if after is not None:
             q = q.where(Image.taken >= after)
         if before is not None:

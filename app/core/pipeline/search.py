@@ -241,37 +241,43 @@ class Searcher:
         except ImageError as e:
             raise InputError(f"cannot read the query photo: {e}") from e
         t1 = time.perf_counter()
-        pinned = self._pinned(req, own, snap)
+        pinned, same = self._pinned(req, own, snap)
         hits, total, timings, plan = self.rank(d.raw, req, snap, plan, pinned, in_library=own is not None and req.box is None,
-                                               query_thumb=self._query_thumb(req, own))
+                                               query_thumb=self._query_thumb(req, own), same=same)
         timings.update(query_ms=(t1 - t0) * 1000)
         w = d.share / max(float(d.share.max()), 1e-12) if d.share is not None else None
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
                             d.where if req.box is not None else None, plan, total, snap.generation)
 
-    def _pinned(self, req: SearchRequest, own, snap) -> list[int]:
-        """Catalog ids byte-identical to the query photo (the photo itself first) that the filters
-        admit: ranked first."""
+    def _pinned(self, req: SearchRequest, own, snap) -> tuple[list[int], list[int]]:
+        """(catalog ids byte-identical to the query photo (the photo itself first) that the
+        filters admit: ranked first; all of them, filter or not)."""
         if req.box is not None or not req.path:
-            return []
+            return [], []
         digest = own[3] if own is not None else None
         if digest is None:
             try:
                 if os.path.getsize(req.path) > (256 << 20):
-                    return []
+                    return [], []
                 digest = file_digest(req.path)
             except (OSError, ImageError):
-                return []
+                return [], []
         ids = self.svc.catalog.guard(self.svc.catalog.ids_with_digest, digest)
         if ids:
             ids = [i for i, ok in zip(ids, snap.contains(ids).tolist()) if ok]
-        if ids and req.filters.active:
-            allowed = set(self.svc.catalog.filter_ids(req.filters.folders, req.filters.after, req.filters.before).tolist())
-            ids = [i for i in ids if i in allowed]
         if own is not None and own[0] in ids:
             ids.remove(own[0])
             ids.insert(0, own[0])
-        return ids
+        same = list(ids)
+        if ids and req.filters.active:
+            allowed = set(self._admitted(req.filters, ids).tolist())
+            ids = [i for i in ids if i in allowed]
+        return ids, same
+
+    def _admitted(self, filters: Filters, ids) -> np.ndarray:
+        """Those of catalog `ids` that `filters` admit."""
+        return self.svc.catalog.guard(self.svc.catalog.filter_ids, filters.folders, filters.after, filters.before,
+                                      [int(i) for i in ids])
 
     def _query_thumb(self, req: SearchRequest, own) -> bytes:
         """The whole query photo's thumbnail as the catalog stores photos' (signature.thumb), to
@@ -298,14 +304,15 @@ class Searcher:
                 self._thumbs.popitem(last=False)
         return made
 
-    def _ranking(self, q: np.ndarray, k: int, filters, plan: policy.SearchPlan, snap, own=()
+    def _ranking(self, q: np.ndarray, k: int, filters, plan: policy.SearchPlan, snap, same=(), sl: Shortlist | None = None
                  ) -> tuple[Shortlist, np.ndarray, bool]:
         """The k best photos for the whitened query `q` (D,) among `filters`' photos (None: all),
-        QE and HeR as `plan` says (its HeR decided; its ranking dropped for QE's when it lost the
-        query's nearest photos, `own`: ids of the query's own file and copies, left out of that
-        check): (shortlist in ranking order, scores (k,) float64 in [0, 1], the ranking's own:
-        HeR's heat spread best 1, last 0, or cosines; whether HeR's ranking was kept)."""
-        sl = snap.search(q, k, filters)
+        from their shortlist `sl` (searched when None), QE and HeR as `plan` says (its HeR
+        decided; its ranking dropped for QE's when it lost the query's nearest photos, `same`: ids
+        of the query's own file and its byte-identical copies, left out of that check):
+        (shortlist in ranking order, scores (k,) float64 in [0, 1], the ranking's own: HeR's heat
+        spread best 1, last 0, or cosines; whether HeR's ranking was kept)."""
+        sl = snap.search(q, k, filters) if sl is None else sl
         scores = sl.sims.astype(np.float64)
         final = sl
         her = bool(plan.her)
@@ -315,7 +322,7 @@ class Searcher:
             if her:
                 # heat from the (QE) source over the original query's shortlist
                 new, heat = her_rerank(source, sl.vectors, order, plan.her_k, return_heat=True)
-                mine = np.isin(sl.ids, list(own))
+                mine = np.isin(sl.ids, list(same))
                 if policy.her_drifted(sl.ids[~mine], sl.ids[new][~mine[new]]):
                     her = False  # the heat went to another subject: QE's ranking
             if plan.qe and not her:  # with HeR the QE vector only serves as the heat source
@@ -336,34 +343,39 @@ class Searcher:
         return final, scores, her
 
     def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
-             pinned: list[int] = (), in_library: bool = False, query_thumb: bytes = b""
+             pinned: list[int] = (), in_library: bool = False, query_thumb: bytes = b"", same: list[int] = ()
              ) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
         """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
-        before the cut-off, timings, the plan as applied: HeR "auto" decided for this query).
+        before the cut-off, timings, the plan as applied: HeR "auto" decided for this query, and
+        off where its ranking drifted). pinned: ids ranked first (the query's own file and its
+        byte-identical copies that the filters admit; `same`: all of these, filter or not).
         query_thumb: the query's thumbnail; its copies are ranked first (after its own file)."""
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
         filters = req.filters if req.filters.active else None
         k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
-        if plan.her == "auto":  # decided on the query's neighbourhood in the whole library, filter or not
-            sl = snap.search(q, max(k, policy.NEIGHBOURHOOD), None)
+        # the whole library's shortlist: HeR's decision, the ranking, and with a filter its scores
+        sl = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, None)
+        if plan.her == "auto":
             plan = replace(plan, her=policy.use_her(sl.sims[: policy.NEIGHBOURHOOD], in_library))
         t1 = time.perf_counter()
-        final, scores, her = self._ranking(q, k, filters, plan, snap, pinned)
+        final, scores, her = self._ranking(q, k, None, plan, snap, same or pinned,
+                                           Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k]))
         if filters is not None and len(final):
             # A photo's ranking score is the one it has in the whole library, with or without a
             # filter: ranked among the filter's photos alone, the best of them scored 1 (HeR's
             # heat is spread best 1, last 0), so a search with no right answer in the filtered
             # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. The filter's
-            # photos come in the whole library's order, then the ones beyond its shortlist.
-            whole, whole_scores, her = self._ranking(q, k, None, plan, snap, pinned)
-            inside = np.isin(whole.ids, final.ids)
-            floor = float(whole_scores[-1]) if len(whole_scores) else 0.0
-            rest = ~np.isin(final.ids, whole.ids)
-            final = Shortlist(np.concatenate([whole.ids[inside], final.ids[rest]]),
-                              np.concatenate([whole.sims[inside], final.sims[rest]]),
-                              np.concatenate([whole.vectors[inside], final.vectors[rest]]))
-            scores = np.concatenate([whole_scores[inside], np.minimum(scores[rest], floor)])
+            # photos come in the whole library's order, then, in their own ranking, the ones
+            # beyond its shortlist.
+            part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same or pinned)
+            inside = np.isin(final.ids, self._admitted(filters, final.ids))
+            floor = float(scores[-1]) if len(scores) else 0.0
+            rest = ~np.isin(part.ids, final.ids)
+            final = Shortlist(np.concatenate([final.ids[inside], part.ids[rest]]),
+                              np.concatenate([final.sims[inside], part.sims[rest]]),
+                              np.concatenate([final.vectors[inside], part.vectors[rest]]))
+            scores = np.concatenate([scores[inside], np.minimum(part_scores[rest], floor)])
         plan = replace(plan, her=her)  # as applied: HeR's ranking dropped when it drifted
         t2 = time.perf_counter()
         ids = final.ids
