@@ -11,7 +11,7 @@ import threading
 from PySide6.QtCore import QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSlider, QTreeWidget,
-                               QTreeWidgetItem, QVBoxLayout)
+                               QStyledItemDelegate, QTreeWidgetItem, QVBoxLayout)
 
 from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, find_duplicates, to_records
 from ..core.library.paths import display
@@ -56,6 +56,14 @@ class _Runner(QObject):
             t.join(timeout)
 
 
+class ElideRight(QStyledItemDelegate):
+    """Cells cut at their end, in a view that cuts the others at their start."""
+
+    def initStyleOption(self, option, index):
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.ElideRight
+
+
 class DuplicatesDialog(QDialog):
     findSimilar = Signal(str)
 
@@ -92,6 +100,8 @@ class DuplicatesDialog(QDialog):
         self.tree.setColumnWidth(1, 90)
         self.tree.setColumnWidth(2, 160)
         self.tree.setTextElideMode(Qt.ElideLeft)  # a folder's end says which it is ("…/photos/objects"); names too
+        self._why_delegate = ElideRight(self.tree)
+        self.tree.setItemDelegateForColumn(3, self._why_delegate)  # a reason reads from its start
         self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
                              "not enlarged, most pixels, the camera's file, the original format, the oldest file, the largest file")
         v.addWidget(self.tree, 1)

@@ -828,7 +828,7 @@ class MainWindow(QMainWindow):
         self.results_view.viewport().update()
         self.ui_settings.setValue("heat", "true" if on else "false")
         viewer = getattr(self, "_viewer", None)
-        if viewer is not None:
+        if viewer is not None and viewer.isVisible():  # a closed one takes the choice when it opens
             viewer.heat_check.setChecked(on)
 
     # ---- results ------------------------------------------------------------------------------------
@@ -876,7 +876,7 @@ class MainWindow(QMainWindow):
         """Esc anywhere in the window: closes the viewer when it is open (it stays above the
         window, and a click on the window had taken the key from it), else clears the box."""
         viewer = getattr(self, "_viewer", None)
-        if viewer is not None and viewer.isVisible():
+        if viewer is not None and viewer.isVisible() and not viewer.isMinimized():
             viewer.close()
         else:
             self.query_view.clear_box()
