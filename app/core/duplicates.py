@@ -562,7 +562,9 @@ class CopyFilter:
 
 def better_original(a: dict, b: dict) -> bool:
     """Whether catalog row `a` is a better photo to keep than `b`, its copy, by `keep_order` (rows
-    of Catalog.image_rows: width, height, camera, path, mtime_ns, size, sharpness, border)."""
+    of Catalog.image_rows: width, height, camera, path, mtime_ns, size, sharpness, border). Not
+    by the enlargement check, which decodes both files (too slow for a search's results): there
+    an enlarged copy can stand for its set where Duplicates keeps the photo it was made from."""
     def member(r):
         return Member(0, r["path"], r["width"], r["height"], r["size"] or 0, 0.0, r["sharpness"] or 0.0,
                       (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0))
