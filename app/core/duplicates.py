@@ -560,14 +560,12 @@ class CopyFilter:
         return None
 
 
-def better_original(a: dict, b: dict) -> bool:
-    """Whether catalog row `a` is a better photo to keep than `b`, its copy, by `keep_order` (rows
-    of Catalog.image_rows: width, height, camera, path, mtime_ns, size, sharpness, border). Not
-    by the enlargement check, which decodes both files (too slow for a search's results): there
-    an enlarged copy can stand for its set where Duplicates keeps the photo it was made from."""
-    def member(r):
-        return Member(0, r["path"], r["width"], r["height"], r["size"] or 0, 0.0, r["sharpness"] or 0.0,
-                      (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0))
-
-    ma, mb = member(a), member(b)
-    return keep_order(ma, ma.border > mb.border + BORDER_ADDED, False) < keep_order(mb, mb.border > ma.border + BORDER_ADDED, False)
+def keeper(rows: list[dict], answers: dict) -> int:
+    """Index of the photo Duplicates would keep among `rows`, catalog rows of one photo's copies
+    (Catalog.image_rows: width, height, camera, path, mtime_ns, size, sharpness, border), by
+    `keep_order` after the enlargement check (`_mark_enlarged`, its answers kept in `answers`)."""
+    ms = [Member(i, r["path"], r["width"], r["height"], r["size"] or 0, 0.0, r["sharpness"] or 0.0,
+                 (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0)) for i, r in enumerate(rows)]
+    _mark_enlarged(ms, {}, answers)
+    least = min(m.border for m in ms)
+    return min(ms, key=lambda m: keep_order(m, m.border > least + BORDER_ADDED, False)).image_id

@@ -670,13 +670,16 @@ def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexi
 
 def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbot, window, tmp_path):
     """The trial: One per duplicate kept whichever copy ranked first (a small web copy), not the
-    photo Duplicates keeps (the original: most pixels)."""
+    photo Duplicates keeps (the original: most pixels). Trial 6: it showed a 3x enlargement of
+    the original (most pixels), which Duplicates never keeps."""
     d = tmp_path / "lib"
     for i in range(8):
         write_photo(d / f"p{i}.png", i, size=(320, 240))
+    os.utime(d / "p0.png", (1.6e9, 1.6e9))  # the original is older than the copies made from it
     src = Image.open(d / "p0.png").convert("RGB")
     bright = Image.eval(src, lambda v: min(255, int(v * 1.15)))
     bright.resize((240, 180), Image.LANCZOS).save(d / "p0-small.png")  # a brightened, smaller copy
+    src.transpose(Image.Transpose.FLIP_LEFT_RIGHT).resize((960, 720), Image.BICUBIC).save(d / "p0-big.jpg", quality=92)
     query = tmp_path / "query.jpg"  # outside the library: nothing is pinned first
     bright.save(query, quality=90)
     index_folder(qtbot, window, d)
@@ -686,7 +689,7 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
     names = [Path(h.path).name for h in window.results_model.hits]
-    assert names[0] == "p0.png" and "p0-small.png" not in names, names
+    assert names[0] == "p0.png" and "p0-small.png" not in names and "p0-big.jpg" not in names, names
 
 
 def test_results_shown_while_the_library_changes_are_searched_again_when_indexing_ends(qtbot, window, tmp_path):

@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 from .. import policy
 from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map
-from ..duplicates import CopyFilter, better_original
+from ..duplicates import CopyFilter, keeper
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
 from ..imageio import check_box, decode, file_digest, image_size
@@ -127,6 +127,7 @@ class Searcher:
         self._thumbs: OrderedDict[tuple, bytes] = OrderedDict()  # query photo -> its thumbnail (copies first)
         self._lock = threading.Lock()
         self._cache_size = cache_size
+        self._enlarged: dict = {}  # One per duplicate: Duplicates' enlargement answers, by the files' identities
 
     # ---- query descriptor ---------------------------------------------------------------------
     def _library_row(self, path: str | None, snap):
@@ -414,7 +415,8 @@ class Searcher:
         copies = CopyFilter()  # one photo of each set shown so far, in the order shown
         original = CopyFilter()  # the query alone
         original.match(query_thumb)
-        shown: dict[int, tuple[int, dict]] = {}  # set -> (index in hits, the catalog row shown for it)
+        shown: dict[int, int] = {}  # set -> its index in hits
+        sets: dict[int, list[tuple[Hit, dict]]] = {}  # set -> its photos among the results (hit, catalog row)
         hits = []
         for i, sc in zip(ids, scores):
             r = rows.get(i)
@@ -434,18 +436,22 @@ class Searcher:
                 if k is None:
                     k = copies.match(r["thumb"])
                 if k is not None:
-                    at, row = shown[k]
-                    if state == "ok" and not hits[at].duplicate and better_original(r, row):
-                        hits[at] = replace(hit, score=hits[at].score, rank=hits[at].rank, similarity=hits[at].similarity)
-                        shown[k] = (at, r)
+                    sets[k].append((hit, r))
                     continue
                 k = len(copies.grids) - 1 if r["thumb"] else -1 - len(hits)  # a photo without a thumbnail: its own set
-                shown[k] = (len(hits), r)
+                shown[k], sets[k] = len(hits), [(hit, r)]
                 if r["digest"]:
                     by_digest[r["digest"]] = k
             hits.append(hit)
             if len(hits) >= req.top + 50:
                 break
+        for k, at in shown.items():
+            ok = [(h, r) for h, r in sets[k] if h.state == "ok"]
+            if len(ok) > 1 and not hits[at].duplicate:
+                if len(self._enlarged) > 10_000:
+                    self._enlarged.clear()
+                best, first = ok[keeper([r for _, r in ok], self._enlarged)][0], hits[at]
+                hits[at] = replace(best, score=first.score, rank=first.rank, similarity=first.similarity)
         if any(h.copy for h in hits):  # the query's file, then its copies, then the rest in order
             hits = sorted(hits, key=lambda h: (not h.duplicate, not h.copy))
             for n, h in enumerate(hits):
