@@ -6,6 +6,8 @@ for each cut-off the fraction of wrong results it hides and of right ones it kee
     python benchmarks/relevance.py --distractors 500 --home /tmp/hs-rel   # smaller; --home keeps the library
     python benchmarks/relevance.py --home /tmp/hs-rel --reuse             # search an indexed library again
     python benchmarks/relevance.py --home /tmp/hs-rel --fit               # refit policy.RELEVANCE_WEIGHTS
+    python benchmarks/relevance.py --reuse --fit --home A --home B --home C   # on several libraries at once
+                                                  # (the shipped weights: 850, 1,500 and 2,702 photos)
 
 Queries: every UKBench photo (right: the other 3 views of its object), the Paris box queries
 (right: Easy + Hard; Junk counted neither way) and the Paris full-photo queries (right: the same
@@ -14,10 +16,11 @@ Searches with no right answer are counted too, as their own rows ("..., none rig
 queries with a folder filter that leaves out the query's set (every result is wrong there; a person
 filtering to the wrong folder, or searching for something the library does not hold).
 
-`--fit` searches in this process, records each result's two inputs of policy.relevance (z, the
-similarity on the library's scale, and s, the ranking's own score) and fits the logistic weights
-so that both kinds of search count, each set weighted equally; it prints the weights and the table
-they would give.
+`--fit` searches in this process, records each result's inputs of policy.relevance (u, the
+similarity on the nearest-neighbour scale; r, the ranking's own score; whether HeR ranked) and fits the logistic weights so that both kinds of search count, each set of each
+library weighted equally; it prints the weights and the table they would give, and each
+library's nearest-neighbour scale (what policy.NEIGHBOUR_Z fixes). With several
+--home, every library's searches are fitted together and the tables are printed per library.
 """
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ def filtered_out(qs):
 
 
 def record(home: Path, qs, top: int):
-    """[(set, query n, z, s, right?)] from searches in this process; pinned/junk results left out."""
+    """[(set, query n, u, r, right?, her?)] from searches in this process; pinned/junk results left out."""
     from app.core import policy
     from app.core.catalog.records import Filters
     from app.core.config import Settings
@@ -76,9 +79,9 @@ def record(home: Path, qs, top: int):
     seen = []
     real = policy.relevance
 
-    def recording(z, s):  # the inputs as the shipped search computes them
-        seen.append((np.asarray(z, np.float64), np.asarray(s, np.float64)))
-        return real(z, s)
+    def recording(u, r, her):  # the inputs as the shipped search computes them
+        seen.append((np.asarray(u, np.float64), np.asarray(r, np.float64), bool(her)))
+        return real(u, r, her)
 
     policy.relevance = recording
     svc = LibraryService(home, Settings())
@@ -93,26 +96,55 @@ def record(home: Path, qs, top: int):
             res = searcher.search(req)
             if not seen:
                 continue
-            z, s = seen[0]
-            for h, zi, si in zip(res.hits, z, s):  # min_score -1: hits[i] is the i-th scored
+            u, r, her = seen[0]
+            for h, ui, ri in zip(res.hits, u, r):  # min_score -1: hits[i] is the i-th scored
                 p = str(Path(h.path).resolve())
                 if p in junk or p == path:
                     continue
-                rows.append((name, n, float(zi), float(si), p in right))
+                rows.append((name, n, float(ui), float(ri), p in right, her))
     finally:
         policy.relevance = real
         svc.close()
     return rows
 
 
+def neighbour_z(home: Path) -> tuple[float, bool]:
+    """(how many standard deviations above two random photos a photo's nearest other photo lies,
+    the median over 200 photos spread over the library; whether it is whitened): what
+    policy.NEIGHBOUR_Z fixes."""
+    from app.core.config import Settings
+    from app.core.library.service import LibraryService
+
+    svc = LibraryService(home, Settings())
+    try:
+        svc.wait_ready()
+        snap = svc.snapshot()
+        _, v = snap.all_vectors()
+        sample = v[:: max(1, len(v) // 200)][:200]
+        sims = np.sort(sample @ v.T, axis=1)[:, -2]  # the first is the photo itself
+        mu, sd = snap.similarity_scale
+        return (float(np.median(sims)) - mu) / sd, not snap.whitening.is_identity
+    finally:
+        svc.close()
+
+
+def inputs(row) -> tuple:
+    """The terms policy.relevance weighs: (u, r with HeR, r without, 1, HeR)."""
+    u, r, her = row[2], row[3], row[5]
+    return (u, r if her else 0.0, 0.0 if her else r, 1.0, float(her))
+
+
 def fit(rows):
-    """Logistic weights (z, s, bias) maximising the likelihood, each set's results weighted equally."""
+    """Logistic weights (policy.RELEVANCE_WEIGHTS' terms) maximising the likelihood, each set's
+    results weighted equally (a set: the row's first field, library included)."""
     from scipy.optimize import minimize
 
-    names = sorted({r[0] for r in rows})
-    X = np.array([(r[2], r[3], 1.0) for r in rows])
+    count: dict = {}
+    for r in rows:
+        count[r[0]] = count.get(r[0], 0) + 1
+    X = np.array([inputs(r) for r in rows])
     y = np.array([r[4] for r in rows], np.float64)
-    w = np.array([1.0 / sum(1 for q in rows if q[0] == r[0]) for r in rows]) * len(rows) / len(names)
+    w = np.array([1.0 / count[r[0]] for r in rows]) * len(rows) / len(count)
 
     def loss(b):
         t = np.clip(X @ b, -50, 50)
@@ -150,10 +182,8 @@ def scored(rows, weights):
         j = i
         while j < len(rows) and rows[j][:2] == rows[i][:2]:
             j += 1
-        z = [r[2] for r in rows[i:j]]
-        s = [r[3] for r in rows[i:j]]
-        a, b, c = weights
-        rel = np.minimum.accumulate(1 / (1 + np.exp(-(a * np.array(z) + b * np.array(s) + c))))
+        t = np.array([inputs(r) for r in rows[i:j]]) @ np.asarray(weights)
+        rel = np.minimum.accumulate(1 / (1 + np.exp(-np.clip(t, -50, 50))))
         out.setdefault(rows[i][0], []).extend((v, r[4], k == 0) for k, (v, r) in enumerate(zip(rel.tolist(), rows[i:j])))
         i = j
     return out
@@ -161,7 +191,7 @@ def scored(rows, weights):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--home", default=None)
+    ap.add_argument("--home", action="append", default=None, help="the library's data folder (several with --fit --reuse)")
     ap.add_argument("--reuse", action="store_true", help="the library in --home is already indexed")
     ap.add_argument("--distractors", type=int, default=None, help="how many distractor photos (default: all)")
     ap.add_argument("--ukbench", type=int, default=None, help="how many UKBench photos (default: all)")
@@ -169,7 +199,10 @@ def main():
     ap.add_argument("--fetch", type=int, default=None, help="results asked per query (saved for study)")
     ap.add_argument("--fit", action="store_true", help="search in this process and refit the relevance weights")
     a = ap.parse_args()
-    home = Path(a.home or tempfile.mkdtemp(prefix="hs-relevance-"))
+    homes = [Path(h) for h in a.home or [tempfile.mkdtemp(prefix="hs-relevance-")]]
+    if len(homes) > 1 and not (a.fit and a.reuse):
+        ap.error("several --home only with --fit --reuse (libraries indexed before)")
+    home = homes[0]
     exe = [sys.executable, "-m", "app"]
     if not a.reuse:
         extra = SHARED / "distractors"
@@ -188,19 +221,26 @@ def main():
     if a.fit:
         from app.core import policy
 
-        saved = home / "relevance-fit-rows.json"
-        if a.reuse and saved.exists() and saved.stat().st_mtime > (home / "catalog.sqlite").stat().st_mtime:
-            rows = [tuple(r) for r in json.loads(saved.read_text())]  # the searches of the last --fit
-        else:
-            rows = record(home, qs + filtered_out(qs), a.top)
-            saved.write_text(json.dumps(rows))
-        w = fit(rows)
+        libraries = {}
+        for h in homes:
+            saved = h / "relevance-fit-rows.json"
+            if a.reuse and saved.exists() and saved.stat().st_mtime > (h / "catalog.sqlite").stat().st_mtime:
+                rows = [tuple(r) for r in json.loads(saved.read_text())]  # the searches of the last --fit
+            else:
+                rows = record(h, qs + filtered_out(qs), a.top)
+                saved.write_text(json.dumps(rows))
+            libraries[h] = rows
+            z, whitened = neighbour_z(h)
+            print(f"{h}: a photo's nearest other photo at {z:.2f} standard deviations "
+                  f"({'whitened' if whitened else 'unwhitened'}; policy.NEIGHBOUR_Z: {policy.neighbour_z(whitened)})")
+        w = fit([(f"{h}: {r[0]}", *r[1:]) for h, rows in libraries.items() for r in rows])
         for weights, title in ((policy.RELEVANCE_WEIGHTS, f"shipped weights {policy.RELEVANCE_WEIGHTS}"),
-                               (w, f"fitted weights ({w[0]:.4f}, {w[1]:.4f}, {w[2]:.4f})")):
-            by_set = scored(rows, weights)
-            table(by_set, "\n" + title + ": every result of the top")
-            firsts = {name: [r for r in rs if r[2]] for name, rs in by_set.items() if name.endswith("none right")}
-            table(firsts, "the first result of searches with no right answer (wrong hidden = the search reads as empty)")
+                               (w, "fitted weights (" + ", ".join(f"{x:.4f}" for x in w) + ")")):
+            for h, rows in libraries.items():
+                by_set = scored(rows, weights)
+                table(by_set, f"\n{title}, library {h}: every result of the top")
+                firsts = {name: [r for r in rs if r[2]] for name, rs in by_set.items() if name.endswith("none right")}
+                table(firsts, "the first result of searches with no right answer (wrong hidden = the search reads as empty)")
         return
     qfile = home / "relevance-queries.jsonl"
     qfile.write_text("".join(json.dumps({"path": p, "box": box}) + "\n" for _, p, box, _, _ in qs))

@@ -50,24 +50,39 @@ def refit_due(n: int, fitted_n: int, fitted_dim: int, channels: int, requested: 
 
 
 # The relevance shown (grid bars, viewer, --json `score`, the cut-off): the chance that a result shows
-# what the query shows, a logistic of (z, s): z = its similarity to the query in standard deviations
-# above the similarity of two random photos of the same library (Snapshot.similarity_scale: the
-# same number means the same thing whitened or not, small library or large), s = the ranking's own
-# score (HeR's heat spread over the shortlist, or the cosine to the expanded query). Fitted on the
-# shared sets in two libraries at once, 850 photos (unwhitened) and 2,702 with the distractors
-# (whitened), each set weighted equally (benchmarks/relevance.py; README "Quality"). The ranking's
-# score alone read 0.97-1.00 for wrong landmarks in a small library: at a cut-off of 0.5 it hid
-# 18 % of the wrong results there (99 % in the large one); this hides 93 % and 97 %.
-RELEVANCE_WEIGHTS = (0.7738, 7.3738, -7.0268)  # z, s, bias
+# what the query shows, a logistic of u = its similarity to the query in units of how close a photo's
+# nearest other photo typically lies (NEIGHBOUR_Z standard deviations above two random photos of the
+# library, Snapshot.similarity_scale) and of the ranking's own score r, whose meaning depends on the
+# ranking: with HeR, the heat spread over the shortlist (best 1, last 0); else the cosine to the
+# (expanded) query, on the same u scale. The similarity in standard deviations alone meant other
+# things with and without whitening: right UKBench views read ~3.8 unwhitened (850 photos) and ~11.5
+# whitened (2,702), so one logistic of it hid the right photos of a small library (trial 6: 40 Eiffel
+# photos ranked first read 0.34 at the median) and, with the raw cosine as a QE ranking's score,
+# showed wrong ones at 0.7. Fitted on the shared sets in three libraries at once, 850 photos
+# (unwhitened), 1,500 and 2,702 (whitened), each set weighted equally (benchmarks/relevance.py --fit;
+# README "Quality").
+RELEVANCE_WEIGHTS = (1.5638, 11.7341, 6.8999, -7.0229, 0.0277)  # u, r with HeR, r without, bias, HeR's bias
+# A photo's nearest other photo, in standard deviations above two random photos, on the shared
+# sets (median of 200; benchmarks/relevance.py prints it): unwhitened 3.9 (850 photos; a trial's
+# 882 everyday, object and landmark photos: 3.0), whitened 8.0 (1,500: 7.0-7.6; 2,702: 7.8-8.3,
+# by the sample). Fixed, not measured per library: a library of bursts (160 photos of four
+# landmarks) has nearest neighbours much closer than other views of its subjects, and its own
+# scale hid them (README "Quality").
+NEIGHBOUR_Z_PLAIN, NEIGHBOUR_Z_WHITENED = 3.9, 8.0
 
 
-def relevance(z, score):
-    """(n,) float64 in (0, 1) from similarities on the library's scale `z` (n,) and the ranking's
-    scores (n,)."""
+def neighbour_z(whitened: bool) -> float:
+    """NEIGHBOUR_Z for a library whose descriptors are whitened or not."""
+    return NEIGHBOUR_Z_WHITENED if whitened else NEIGHBOUR_Z_PLAIN
+
+
+def relevance(u, r, her: bool):
+    """(n,) float64 in (0, 1) from similarities on the nearest-neighbour scale `u` (n,) and the
+    ranking's scores `r` (n,): HeR's heat spread when `her`, else cosines on the u scale."""
     import numpy as np
 
-    a, b, c = RELEVANCE_WEIGHTS
-    t = a * np.asarray(z, np.float64) + b * np.asarray(score, np.float64) + c
+    a, b, c, d, e = RELEVANCE_WEIGHTS
+    t = a * np.asarray(u, np.float64) + (b if her else c) * np.asarray(r, np.float64) + d + (e if her else 0.0)
     return 1.0 / (1.0 + np.exp(-np.clip(t, -50, 50)))
 
 

@@ -82,9 +82,9 @@ def _described(d: Described, req) -> Described:
 @dataclass
 class Hit:
     """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], non-increasing
-    with rank: policy.relevance of the similarity on the library's scale and the score the ranking
-    used (cosine for a plain search, cosine to the expanded query with QE, with HeR the heat spread
-    over the shortlist from 1 (best) to 0 (last)). similarity: plain cosine of the query and this
+    with rank: policy.relevance of the similarity on the nearest-neighbour scale and the score the
+    ranking used (cosine for a plain search, cosine to the expanded query with QE, with
+    HeR the heat spread over the shortlist from 1 (best) to 0 (last)). similarity: plain cosine of the query and this
     photo (in the searched, whitened space). state: ok | offline (its folder is not reachable) |
     missing (the file is gone). duplicate: the same file as the query; copy: the same photo resized,
     re-encoded or turned (Duplicates' whole-photo rule): both ranked first, at 1."""
@@ -393,7 +393,9 @@ class Searcher:
         hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of, query_thumb)
         if hits:
             mu, sd = snap.similarity_scale
-            rel = policy.relevance([(h.similarity - mu) / sd for h in hits], [h.score for h in hits])
+            unit = sd * policy.neighbour_z(not snap.whitening.is_identity)  # the nearest-neighbour scale
+            rel = policy.relevance([(h.similarity - mu) / unit for h in hits],
+                                   [h.score if her else (h.score - mu) / unit for h in hits], her)
             rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
             for h, r in zip(hits, np.minimum.accumulate(rel)):  # non-increasing down the ranking
                 h.score = float(r)
