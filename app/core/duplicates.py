@@ -106,8 +106,15 @@ class Member:
 
 def keep_order(m: Member, added_border: bool, cropped: bool) -> tuple:
     """Sort key: the original first."""
-    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank, m.mtime or float("inf"),
+    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank, _minute(m.mtime),
             -m.size, -m.sharpness, m.path)
+
+
+def _minute(mtime: float) -> float:
+    """A file's time to the minute (inf: unknown): files written within a minute of each other
+    (copied together) are as old as each other, and "the oldest file" by milliseconds said
+    nothing (trial 6)."""
+    return mtime // 60 if mtime else float("inf")
 
 
 def kept_because(best: Member, other: Member, best_flags=(False, False), other_flags=(False, False)) -> str:
@@ -124,7 +131,7 @@ def kept_because(best: Member, other: Member, best_flags=(False, False), other_f
         return f"the camera's file ({best.camera})"
     if best.format_rank != other.format_rank:
         return f"the original format ({os.path.splitext(best.path)[1].lower() or 'no extension'})"
-    if best.mtime != other.mtime:
+    if _minute(best.mtime) != _minute(other.mtime):
         return f"the oldest file ({time.strftime('%Y-%m-%d %H:%M', time.localtime(best.mtime))})"
     if best.size != other.size:
         return f"largest file ({best.size / 1e6:.1f} MB)"

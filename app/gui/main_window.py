@@ -19,7 +19,7 @@ from .. import __version__
 from ..core.config import Settings
 from ..core.errors import HeatSearchError
 from ..core.imageio import EXTENSIONS, image_size, is_photo_path
-from ..core.library.paths import display
+from ..core.library.paths import display, is_within
 from ..core.library.service import LibraryService
 from ..core.pipeline.search import SearchRequest, SearchResult, request_from_settings
 from .library_pane import LibraryPane, folder_total
@@ -50,7 +50,7 @@ SHORTCUTS = """<table cellspacing=4>
 <tr><td>Tab</td><td>From the query photo to the results</td></tr>
 <tr><td colspan=2><b>Results</b></td></tr>
 <tr><td>Enter</td><td>Open the result in the viewer</td></tr>
-<tr><td>Ctrl+H</td><td>Heat overlay on or off</td></tr>
+<tr><td>H or Ctrl+H</td><td>Heat overlay on or off</td></tr>
 <tr><td colspan=2><b>Viewer</b></td></tr>
 <tr><td>Left / Right</td><td>Previous / next result</td></tr>
 <tr><td>F</td><td>Fit to the window / actual size</td></tr>
@@ -283,7 +283,7 @@ class MainWindow(QMainWindow):
         vm.addAction(self.library_dock.toggleViewAction())
         vm.addAction(self.preview_dock.toggleViewAction())
         self.heat_action = QAction("Heat overlay", self, checkable=True)
-        self.heat_action.setShortcut("Ctrl+H")
+        self.heat_action.setShortcuts(["Ctrl+H", "H"])  # H as in the viewer (trial 6: plain H did nothing here)
         self.heat_action.setToolTip("Show which parts of each photo carried its description")
         self.heat_action.toggled.connect(self.set_overlay)
         vm.addAction(self.heat_action)
@@ -412,6 +412,12 @@ class MainWindow(QMainWindow):
     def add_folder(self, path: str):
         if self.svc.read_only:
             self.status_label.setText("This library is read-only here (another HeatSearch is writing it).")
+            return
+        real = os.path.realpath(path)
+        holder = next((f["path"] for f in self._last_stats.get("folders", []) if is_within(real, f["path"])), None)
+        if holder is not None:  # trial 6: adding a subfolder of a library folder did nothing, unsaid
+            where = "" if is_within(holder, real) else f" (inside {display(holder)})"
+            self.status_label.setText(f"{display(real)} is already in the library{where}")
             return
         self.svc.submit("add_folder", lambda c: self.svc.writer.add_folder(path))
         self.stack.setCurrentIndex(1)
@@ -848,16 +854,19 @@ class MainWindow(QMainWindow):
         viewer.raise_()
 
     def _refresh_viewer(self) -> None:
-        """An open viewer pages through the results as they are now, staying on its photo if shown."""
+        """An open viewer pages through the results as they are now, on its photo; it closes when
+        its photo is no longer shown (trial 6: after a Remove it showed another photo, unsaid)."""
         viewer = getattr(self, "_viewer", None)
         if viewer is None or not viewer.isVisible():
             return
         hits = self._shown_hits()
-        if not hits:
-            viewer.close()
-            return
         here = viewer.hit.path if viewer.hit is not None else None
-        row = next((i for i, h in enumerate(hits) if h.path == here), min(viewer.row, len(hits) - 1))
+        row = next((i for i, h in enumerate(hits) if h.path == here), None)
+        if row is None:
+            viewer.close()
+            if here is not None:
+                self.status_label.setText(f"The viewer closed: {os.path.basename(display(here))} is no longer among the results")
+            return
         viewer.show_results(hits, row, self.heat_action.isChecked())
 
     def _shown_hits(self) -> list:

@@ -43,6 +43,7 @@ class ViewerDialog(QDialog):
         self.loader = loader
         self.hits = []
         self.row = 0
+        self._end = ""  # "the last result" when a step went past an end
         self.fit = True
         self.zoom = 1.0  # when not fitted: screen pixels per image pixel
         v = QVBoxLayout(self)
@@ -177,15 +178,21 @@ class ViewerDialog(QDialog):
         return self.hits[self.row] if 0 <= self.row < len(self.hits) else None
 
     def show_results(self, hits, row: int, heat: bool) -> None:
-        self.hits, self.row = list(hits), row
+        self.hits, self.row, self._end = list(hits), row, ""
         self.heat_check.setChecked(heat)
         self._render()
 
     def step(self, d: int) -> None:
-        if self.hits:
-            self.row = (self.row + d) % len(self.hits)
+        """The next (d = 1) or previous (-1) result; at either end it stays and says so (trial 6:
+        going round from the last to the first looked like keys that did nothing)."""
+        if not self.hits:
+            return
+        row = self.row + d
+        self._end = "" if 0 <= row < len(self.hits) else ("the last result" if d > 0 else "the first result")
+        if not self._end:
+            self.row = row
             self.currentChanged.emit(self.row)
-            self._render()
+        self._render()
 
     def toggle_fit(self) -> None:
         self.fit = not self.fit
@@ -217,7 +224,8 @@ class ViewerDialog(QDialog):
             return
         self.setWindowTitle(f"{Path(display(hit.path)).name} — HeatSearch viewer")
         zoom = "" if self.fit else f" · {self.zoom:.0%}"
-        self.caption.setText(f"#{hit.rank} of {len(self.hits)} · relevance {hit.score:.2f}{zoom} · {display(hit.path)}")
+        end = f" · {self._end}" if self._end else ""
+        self.caption.setText(f"#{hit.rank} of {len(self.hits)}{end} · relevance {hit.score:.2f}{zoom} · {display(hit.path)}")
         img = self.loader.get(hit.path, VIEWER_LOAD)
         if img is None:
             self.loader.request(hit.path, VIEWER_LOAD)

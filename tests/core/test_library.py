@@ -467,3 +467,27 @@ def test_the_years_that_hold_photos(lib, tmp_path):
         os.utime(p, (t, t))
     index(lib, [d])
     assert lib.catalog.taken_years() == [2005, 2012]
+
+
+def test_a_parent_folder_added_takes_in_the_library_folders_inside_it(tmp_path, library):
+    """Trial 6: adding the parent of library folders listed it with "0 photos" above them, and
+    removing one of them then forgot photos the parent still held. The folders inside become part
+    of the parent, their photos kept as described; a subfolder added again adds nothing."""
+    root = tmp_path / "photos"
+    for sub, base in (("a", 0), ("b", 20)):
+        for i in range(4):
+            write_photo(root / sub / f"p{i}.png", base + i, size=(96, 72))
+    svc = open_lib(tmp_path / "h", library)
+    try:
+        index(svc, [root / "a", root / "b"])
+        before = catalog_state(svc)
+        index(svc, [root])
+        stats = svc.stats()
+        assert [(f["path"], f["indexed"]) for f in stats["folders"]] == [(str(root.resolve()), 8)]
+        assert catalog_state(svc) == before  # the same photos, not described again
+        index(svc, [root / "a"])  # inside a library folder: nothing added
+        assert len(svc.stats()["folders"]) == 1
+        svc.run(svc.forget(root / "b"))  # a subfolder forgotten: only its photos go
+        assert svc.stats()["indexed"] == 4
+    finally:
+        svc.close()

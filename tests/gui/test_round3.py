@@ -192,9 +192,12 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     search(qtbot, window, root / "keep" / "k1.png")
     assert any("/drop/" in h.path for h in window.results_model.hits)
     viewer = open_viewer(qtbot, window)
+    while "/drop/" not in viewer.hit.path:  # the viewer on a photo of the folder to remove
+        qtbot.keyClick(viewer.scroll, Qt.Key_Right)
     remove_folder(qtbot, window, monkeypatch, "drop")
     assert not any("/drop/" in h.path for h in window.results_model.hits)
-    assert not any("/drop/" in h.path for h in viewer.hits)
+    # its photo gone, the viewer closes and says why (trial 6: it showed another photo, unsaid)
+    assert not viewer.isVisible() and "is no longer among the results" in window.status_label.text()
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed drop"), timeout=20000)
     assert "6 photos forgotten" in window.index_label.text()
     assert window.library.folder_list.count() == 1
@@ -218,8 +221,12 @@ def test_the_viewer_pages_through_what_the_cutoff_shows(qtbot, window, photo_dir
     for _ in range(shown + 1):
         seen.append(viewer.hit.path)
         qtbot.keyClick(viewer.scroll, Qt.Key_Right)
-    assert len(set(seen)) == shown and seen[-1] == seen[0]  # round the shown ones, back to the first
-    assert f"of {shown} " in viewer.caption.text()
+    # through the shown ones; past the last it stays there and says so (trial 6: it went round
+    # to the first, which looked like keys that did nothing)
+    assert len(set(seen)) == shown and seen[-1] == seen[-2]
+    assert f"#{shown} of {shown} · the last result" in viewer.caption.text()
+    qtbot.keyClick(viewer.scroll, Qt.Key_Left)
+    assert viewer.hit.path == seen[-3] and "the last result" not in viewer.caption.text()
 
 
 def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window, tmp_path, monkeypatch):
@@ -1098,3 +1105,40 @@ def test_the_qt_calls_the_app_makes_never_drop_a_reference_to_none(qtbot):
         use()
     gc.collect()
     assert sys.getrefcount(None) >= before, f"None lost {before - sys.getrefcount(None)} references in 20 rounds"
+
+
+def test_plain_h_turns_the_overlay_in_the_window_as_in_the_viewer(qtbot, window, photo_dir):
+    """Trial 6: H turned the overlay in the viewer, and did nothing in the main window."""
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    window.activateWindow()
+    window.results_view.setFocus()
+    heat = window.heat_action.isChecked()
+    qtbot.keyClick(window.results_view, Qt.Key_H)
+    assert window.heat_action.isChecked() != heat and window.delegate.show_heat != heat
+    qtbot.keyClick(window.results_view, Qt.Key_H)
+    assert window.heat_action.isChecked() == heat
+
+
+def test_adding_a_folder_already_in_the_library_says_so_and_a_parent_takes_in_its_folders(qtbot, window, tmp_path,
+                                                                                        monkeypatch):
+    """Trial 6: Add… of a subfolder of a library folder did nothing, unsaid; Add… of the parent of
+    library folders listed it with "0 photos" above them."""
+    root = tmp_path / "photos"
+    for sub, base in (("a", 0), ("b", 20)):
+        for i in range(3):
+            write_photo(root / sub / "inner" / f"p{i}.png", base + i, size=(96, 72))
+    index_folder(qtbot, window, root / "a")
+    index_folder(qtbot, window, root / "b")
+    chosen = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: chosen[-1]))
+    chosen.append(str(root / "a" / "inner"))
+    qtbot.mouseClick(window.library.add_btn, Qt.LeftButton)
+    assert "is already in the library (inside" in window.status_label.text()
+    assert window.library.folder_list.count() == 2
+    chosen.append(str(root))
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.library.add_btn, Qt.LeftButton)
+    wait_idle(qtbot, window)
+    items = [window.library.folder_list.item(i).text() for i in range(window.library.folder_list.count())]
+    assert len(items) == 1 and "6 photos" in items[0], items
