@@ -244,6 +244,8 @@ def test_box_query_map_and_crop_modes(lib, photo_dir):
     assert a.query_weights.shape != b.query_weights.shape or not np.allclose(a.query_weights, b.query_weights)
     # the overlay lies over exactly the cells that were aggregated (cells of 8 px at scale 1)
     assert a.weights_box == (8.0, 8.0, 56.0, 48.0)  # centres 12..52 inside x 10..60, 12..44 inside y 10..50
+    # the photo the box was drawn on comes first, as in a search of the whole photo (trial 6: #20)
+    assert all(r.hits[0].path == os.path.realpath(q) and r.hits[0].duplicate and r.hits[0].score == 1.0 for r in (a, b, c))
 
 
 def test_whitening_follows_the_library_size_without_cnn(tmp_path, monkeypatch, library, postgres):

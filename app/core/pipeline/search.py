@@ -252,8 +252,9 @@ class Searcher:
 
     def _pinned(self, req: SearchRequest, own, snap) -> tuple[list[int], list[int]]:
         """(catalog ids byte-identical to the query photo (the photo itself first) that the
-        filters admit: ranked first; all of them, filter or not)."""
-        if req.box is not None or not req.path:
+        filters admit: ranked first, with a box too (trial 6: the photo a box was drawn on came
+        #20, below other photos of its subject); all of them, filter or not)."""
+        if not req.path:
             return [], []
         digest = own[3] if own is not None else None
         if digest is None:
