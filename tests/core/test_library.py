@@ -493,3 +493,28 @@ def test_a_parent_folder_added_takes_in_the_library_folders_inside_it(tmp_path, 
         assert svc.stats()["indexed"] == 4
     finally:
         svc.close()
+
+
+def test_a_library_with_folders_inside_another_is_mended_when_it_opens(tmp_path, library):
+    """Libraries where a parent was added over its folders before this was handled (trial 6's:
+    "photos" listed above "objects", "paris"...): at the next start the inner folders are taken
+    in, their photos kept as described."""
+    from app.core.catalog.models import Folder
+
+    root = tmp_path / "photos"
+    for sub, base in (("a", 0), ("a/deeper", 10), ("b", 20)):
+        for i in range(3):
+            write_photo(root / sub / f"p{i}.png", base + i, size=(96, 72))
+    home = tmp_path / "h"
+    svc = open_lib(home, library)
+    index(svc, [root / "a" / "deeper", root / "a", root / "b"])
+    before = catalog_state(svc)
+    svc.catalog._write(lambda s: s.add(Folder(path=str(root.resolve()), added_at=0.0, state="ok")))  # as it was
+    svc.close()
+    svc = open_lib(home, library)
+    try:
+        stats = svc.stats()
+        assert [(f["path"], f["indexed"]) for f in stats["folders"]] == [(str(root.resolve()), 9)]
+        assert catalog_state(svc) == before
+    finally:
+        svc.close()

@@ -349,20 +349,21 @@ class Catalog:
         their descriptions, move under it (trial 6: the parent read "0 photos" above its children,
         and removing a child forgot photos the parent still held)."""
         def write(s):
-            folders = list(s.scalars(select(Folder).where(Folder.state != "excluded")))
-            for f in folders:
+            for f in s.scalars(select(Folder).where(Folder.state != "excluded")):
                 if paths.is_within(path, paths.from_db(f.path)):
                     return FolderInfo(f.id, paths.from_db(f.path), f.state)
             f = Folder(path=paths.to_db(path), added_at=time.time(), state="ok")
             s.add(f)
             s.flush()
-            inner = [c.id for c in folders if paths.is_within(paths.from_db(c.path), path)]
-            if inner:  # moved before the folders go: their rows would take the photos with them
-                s.execute(update(Image).where(Image.folder_id.in_(inner)).values(folder_id=f.id))
-                s.execute(delete(Folder).where(Folder.id.in_(inner)))
+            _take_in_nested(s)
             return FolderInfo(f.id, path, "ok")
 
         return self._write(write)
+
+    def take_in_nested_folders(self) -> int:
+        """Library folders inside another become part of it (a library where a parent was added
+        over its folders before they were taken in: add_folder). Returns how many were."""
+        return self._write(_take_in_nested)
 
     def set_folder_states(self, states: dict[int, str], max_wait: float | None = None) -> None:
         def write(s):
@@ -791,6 +792,21 @@ class Catalog:
 
     def iter_vectors(self, table: str, dim: int):
         return self._server().iter_vectors(self.engine, table, dim)
+
+
+def _take_in_nested(s) -> int:
+    """In session `s`: each library folder inside another moves its photos, with their
+    descriptions, under the outer one and goes. Returns how many went."""
+    folders = [(f.id, paths.from_db(f.path)) for f in s.scalars(select(Folder).where(Folder.state != "excluded"))]
+    gone: set[int] = set()
+    for fid, path in folders:
+        around = [(len(paths.norm(p)), o) for o, p in folders if o != fid and o not in gone and paths.is_within(path, p)]
+        if around:  # into the outermost; moved before the folder goes: its row would take the photos with it
+            outer = min(around)[1]
+            s.execute(update(Image).where(Image.folder_id == fid).values(folder_id=outer))
+            s.execute(delete(Folder).where(Folder.id == fid))
+            gone.add(fid)
+    return len(gone)
 
 
 def _under(folder: str) -> list:

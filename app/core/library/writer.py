@@ -170,6 +170,8 @@ class LibraryWriter:
             self.serving = (old.get(ready[-1].id) or self._load(ready[-1], cancelled)) if ready else self.target
         if self.unusable and not self.read_only:
             self.target = None  # nothing may be indexed with a model that cannot run
+        if not self.read_only:
+            self.catalog.take_in_nested_folders()
         self.refresh_folders()
         self.publish()
 
