@@ -134,7 +134,7 @@ def kept_because(best: Member, other: Member, best_flags=(False, False), other_f
     if _minute(best.mtime) != _minute(other.mtime):
         return f"the oldest file ({time.strftime('%Y-%m-%d %H:%M', time.localtime(best.mtime))})"
     if best.size != other.size:
-        return f"largest file ({best.size / 1e6:.1f} MB)"
+        return f"largest file ({best.size / 1e6:.1f} MB)" if best.size >= 1e6 else f"largest file ({best.size / 1e3:.0f} KB)"
     if best.sharpness != other.sharpness:
         return "sharpest"
     return "identical by every rule, first by name"

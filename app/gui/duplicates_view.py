@@ -10,8 +10,8 @@ import threading
 
 from PySide6.QtCore import QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
-from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSlider, QTreeWidget,
-                               QStyledItemDelegate, QTreeWidgetItem, QVBoxLayout)
+from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSlider,
+                               QStyledItemDelegate, QTreeWidget, QTreeWidgetItem, QVBoxLayout)
 
 from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, find_duplicates, to_records
 from ..core.library.paths import display
@@ -99,6 +99,10 @@ class DuplicatesDialog(QDialog):
         self.tree.setColumnWidth(0, 330)  # room for the reason at the dialog's size (the full text is in a tooltip)
         self.tree.setColumnWidth(1, 90)
         self.tree.setColumnWidth(2, 160)
+        # a wider dialog widens the folder and the reason, not the reason alone (trial 6: the folder
+        # stayed cut at "…ial6/photos/life/camera" in a maximised dialog)
+        self.tree.header().setSectionResizeMode(2, QHeaderView.Stretch)
+        self.tree.header().setSectionResizeMode(3, QHeaderView.Stretch)
         self.tree.setTextElideMode(Qt.ElideLeft)  # a folder's end says which it is ("…/photos/objects"); names too
         self._why_delegate = ElideRight(self.tree)
         self.tree.setItemDelegateForColumn(3, self._why_delegate)  # a reason reads from its start
