@@ -420,6 +420,8 @@ class MainWindow(QMainWindow):
             return
         real = os.path.realpath(path)
         holder = next((f["path"] for f in self._last_stats.get("folders", []) if is_within(real, f["path"])), None)
+        if holder is not None and any(is_within(real, x) for x in self.svc.catalog.exclusions()):
+            holder = None  # forgotten inside a library folder (`heatsearch forget`): added back
         if holder is not None:  # trial 6: adding a subfolder of a library folder did nothing, unsaid
             where = "" if is_within(holder, real) else f" (inside {display(holder)})"
             self.status_label.setText(f"{display(real)} is already in the library{where}")

@@ -1142,6 +1142,13 @@ def test_adding_a_folder_already_in_the_library_says_so_and_a_parent_takes_in_it
     wait_idle(qtbot, window)
     items = [window.library.folder_list.item(i).text() for i in range(window.library.folder_list.count())]
     assert len(items) == 1 and "6 photos" in items[0], items
+    # a subfolder forgotten by the command line is added back (not "already in the library")
+    window.svc.run(window.svc.forget(root / "b" / "inner"))
+    chosen.append(str(root / "b" / "inner"))
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.library.add_btn, Qt.LeftButton)
+    wait_idle(qtbot, window)
+    assert window.svc.stats()["indexed"] == 6
 
 
 def test_shift_f10_opens_a_results_menu(qtbot, window, photo_dir):

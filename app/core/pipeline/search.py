@@ -83,9 +83,9 @@ def _described(d: Described, req) -> Described:
 class Hit:
     """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], non-increasing
     with rank: policy.relevance of the similarity on the nearest-neighbour scale and the score the
-    ranking used (cosine for a plain search, cosine to the expanded query with QE, with
-    HeR the heat spread over the shortlist from 1 (best) to 0 (last)). similarity: plain cosine of the query and this
-    photo (in the searched, whitened space). state: ok | offline (its folder is not reachable) |
+    ranking used (cosine for a plain search, cosine to the expanded query with QE, with HeR the
+    heat spread over the shortlist from 1 (best) to 0 (last)). similarity: plain cosine of the
+    query and this photo (in the searched, whitened space). state: ok | offline (its folder is not reachable) |
     missing (the file is gone). duplicate: the same file as the query; copy: the same photo resized,
     re-encoded or turned (Duplicates' whole-photo rule): both ranked first, at 1."""
 
@@ -125,6 +125,7 @@ class Searcher:
         self.svc = svc
         self._maps: OrderedDict[tuple, FeatureMap] = OrderedDict()
         self._thumbs: OrderedDict[tuple, bytes] = OrderedDict()  # query photo -> its thumbnail (copies first)
+        self._digests: OrderedDict[tuple, str | None] = OrderedDict()  # query photo outside the library -> its digest
         self._lock = threading.Lock()
         self._cache_size = cache_size
         self._enlarged: dict = {}  # One per duplicate: Duplicates' enlargement answers, by the files' identities
@@ -256,14 +257,9 @@ class Searcher:
         #20, below other photos of its subject); all of them, filter or not)."""
         if not req.path:
             return [], []
-        digest = own[3] if own is not None else None
+        digest = own[3] if own is not None else self._digest(req.path)
         if digest is None:
-            try:
-                if os.path.getsize(req.path) > (256 << 20):
-                    return [], []
-                digest = file_digest(req.path)
-            except (OSError, ImageError):
-                return [], []
+            return [], []
         ids = self.svc.catalog.guard(self.svc.catalog.ids_with_digest, digest)
         if ids:
             ids = [i for i, ok in zip(ids, snap.contains(ids).tolist()) if ok]
@@ -275,6 +271,24 @@ class Searcher:
             allowed = set(self._admitted(req.filters, ids).tolist())
             ids = [i for i in ids if i in allowed]
         return ids, same
+
+    def _digest(self, path: str) -> str | None:
+        """The file digest of a query photo outside the library (None: unreadable, or over 256 MB),
+        kept while the file is unchanged: a box dragged over it searches many times a second."""
+        try:
+            st = os.stat(path)
+            key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+            with self._lock:
+                if key in self._digests:
+                    return self._digests[key]
+            digest = file_digest(path) if st.st_size <= (256 << 20) else None
+        except (OSError, ImageError):
+            return None
+        with self._lock:
+            self._digests[key] = digest
+            while len(self._digests) > self._cache_size:
+                self._digests.popitem(last=False)
+        return digest
 
     def _admitted(self, filters: Filters, ids) -> np.ndarray:
         """Those of catalog `ids` that `filters` admit."""
