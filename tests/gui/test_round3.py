@@ -1112,6 +1112,7 @@ def test_plain_h_turns_the_overlay_in_the_window_as_in_the_viewer(qtbot, window,
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
     window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)  # a window's keys: X11 too
     window.results_view.setFocus()
     heat = window.heat_action.isChecked()
     qtbot.keyClick(window.results_view, Qt.Key_H)
@@ -1156,6 +1157,7 @@ def test_shift_f10_opens_a_results_menu(qtbot, window, photo_dir):
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
     window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)  # a window's keys: X11 too
     window.results_view.setFocus()
     window.results_view.setCurrentIndex(window.results_model.index(1))
     seen = []
