@@ -196,7 +196,8 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
         qtbot.keyClick(viewer.scroll, Qt.Key_Right)
     remove_folder(qtbot, window, monkeypatch, "drop")
     assert not any("/drop/" in h.path for h in window.results_model.hits)
-    # its photo gone, the viewer closes and says why (trial 6: it showed another photo, unsaid)
+    # its photo gone, the viewer closes and says why (trial 6: it showed another photo, unsaid),
+    # also once the library's new results came (trial 8: their words took the place of it)
     assert not viewer.isVisible() and "is no longer among the results" in window.status_label.text()
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed drop"), timeout=20000)
     assert "6 photos forgotten" in window.index_label.text()
@@ -205,6 +206,7 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     # the old scores stayed until the person searched again)
     qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
     assert sorted(Path(h.path).name for h in window.results_model.hits) == sorted(f"k{i}.png" for i in range(6))
+    assert "is no longer among the results" in window.status_label.text()
 
 
 def test_the_viewer_pages_through_what_the_cutoff_shows(qtbot, window, photo_dir):
