@@ -13,7 +13,8 @@ import os
 
 def silence() -> None:
     """Turn them off for this process and the processes it starts (Ray workers, the 8-bit
-    tuning child); a variable already set is left as it is. Called by `app/__init__.py`, before any module imports a runtime."""
+    tuning child); a variable already set is left as it is. Called by `app/__init__.py`, before
+    any module imports a runtime."""
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # ONNX Runtime's own opt-out: nothing made, nothing sent
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray's (the local cluster of large libraries)
     try:  # OpenVINO's: its consent check answers "declined" (its other opt-out is a file in HOME)
