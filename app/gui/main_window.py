@@ -51,12 +51,15 @@ SHORTCUTS = """<table cellspacing=4>
 <tr><td colspan=2><b>Results</b></td></tr>
 <tr><td>Enter</td><td>Open the result in the viewer</td></tr>
 <tr><td>H or Ctrl+H</td><td>Heat overlay on or off</td></tr>
+<tr><td>Shift+F10 or the menu key</td><td>The result's menu: find similar, show in folder, copy path</td></tr>
 <tr><td colspan=2><b>Viewer</b></td></tr>
 <tr><td>Left / Right</td><td>Previous / next result</td></tr>
 <tr><td>F</td><td>Fit to the window / actual size</td></tr>
 <tr><td>+ / - or the wheel</td><td>Zoom</td></tr>
 <tr><td>H or Ctrl+H</td><td>Heat overlay</td></tr>
+<tr><td>Esc</td><td>Close the viewer</td></tr>
 <tr><td colspan=2><b>The app</b></td></tr>
+<tr><td>Alt+F, Alt+V, Alt+H</td><td>The menus (each item with its letter)</td></tr>
 <tr><td>Ctrl+,</td><td>Settings</td></tr>
 <tr><td>F1</td><td>This list</td></tr>
 <tr><td>Ctrl+Q</td><td>Quit</td></tr>
@@ -264,13 +267,15 @@ class MainWindow(QMainWindow):
             sb.addPermanentWidget(w)
 
         fm = self.menuBar().addMenu("&File")
-        for text, key, slot in (("Add folder…", None, self.choose_folder), ("Open photo…", QKeySequence.Open, self.open_query_dialog),
-                                ("Paste photo", QKeySequence.Paste, self.paste_query),
-                                ("Open shared library…", None, self.open_shared_library),
-                                ("Open this computer's library", None, lambda: self.switch_library(None)),
-                                ("Settings…", QKeySequence.Preferences, self.open_settings),
-                                ("Quit", QKeySequence.Quit, self.close)):
-            act = QAction(text, self)
+        # each with its letter (Alt+F, then it; trial 8: only the View menu had them)
+        for label, key, slot in (("&Add folder…", None, self.choose_folder), ("&Open photo…", QKeySequence.Open, self.open_query_dialog),
+                                 ("&Paste photo", QKeySequence.Paste, self.paste_query),
+                                 ("Open &shared library…", None, self.open_shared_library),
+                                 ("Open this &computer's library", None, lambda: self.switch_library(None)),
+                                 ("Se&ttings…", QKeySequence.Preferences, self.open_settings),
+                                 ("&Quit", QKeySequence.Quit, self.close)):
+            act = QAction(label, self)
+            text = label.replace("&", "")
             if key is not None:
                 act.setShortcut(key)
             if text == "Settings…" and not QKeySequence.keyBindings(QKeySequence.Preferences):
@@ -303,12 +308,12 @@ class MainWindow(QMainWindow):
         clear.triggered.connect(self._escape)
         self.addAction(clear)
         hm = self.menuBar().addMenu("&Help")
-        keys = QAction("Keyboard shortcuts", self)
+        keys = QAction("&Keyboard shortcuts", self)
         keys.setShortcut(QKeySequence.HelpContents)  # F1
         keys.triggered.connect(self.show_shortcuts)
         hm.addAction(keys)
         self.addAction(keys)
-        about = QAction("About HeatSearch", self)
+        about = QAction("&About HeatSearch", self)
         about.triggered.connect(self.show_about)
         hm.addAction(about)
         self.overlay_check = self.heat_action  # the one toggle (menu item; Ctrl+H)

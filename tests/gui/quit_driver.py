@@ -44,7 +44,7 @@ def main(home: str, photos: str, quick_quit: bool = False, from_viewer: bool = F
 
             dv.find_duplicates = duplicates.find_duplicates
             step(lambda: win.dup_action.trigger(), 500)
-            step(lambda: next(a for a in win.findChildren(type(win.dup_action)) if a.text() == "Quit").trigger(), 300)
+            step(lambda: next(a for a in win.findChildren(type(win.dup_action)) if a.text().replace("&", "") == "Quit").trigger(), 300)
             QTimer.singleShot(0, later)
             return
         if from_viewer:
@@ -68,7 +68,7 @@ def main(home: str, photos: str, quick_quit: bool = False, from_viewer: bool = F
                                                      if isinstance(d, QDialog) and d.isVisible()]) or win.open_settings(), 800)
         step(lambda: QTest.mouseClick(win.log_btn, Qt.LeftButton), 500)
         step(lambda: win._log_dialog.close(), 300)
-        step(lambda: next(a for a in win.findChildren(type(win.dup_action)) if a.text() == "Quit").trigger(), 300)
+        step(lambda: next(a for a in win.findChildren(type(win.dup_action)) if a.text().replace("&", "") == "Quit").trigger(), 300)
         QTimer.singleShot(0, later)
 
     app = QApplication(sys.argv[:1])  # noqa: F841 - the app main() uses; its timers need it first

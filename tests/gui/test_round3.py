@@ -826,7 +826,7 @@ def test_f1_lists_the_keys_and_the_grid_shows_where_the_keyboard_is(qtbot, windo
         qtbot.mouseClick(bar, Qt.LeftButton, pos=bar.actionGeometry(help_menu).center())
         menu = help_menu.menu()
         qtbot.waitUntil(menu.isVisible, timeout=3000)
-        item = [a for a in menu.actions() if a.text() == "Keyboard shortcuts"][0]
+        item = [a for a in menu.actions() if a.text().replace("&", "") == "Keyboard shortcuts"][0]
         qtbot.mouseClick(menu, Qt.LeftButton, pos=menu.actionGeometry(item).center())
     dlg = getattr(window, "_keys_dialog", None)
     assert dlg is not None and dlg.isVisible()
@@ -835,7 +835,7 @@ def test_f1_lists_the_keys_and_the_grid_shows_where_the_keyboard_is(qtbot, windo
     text = " ".join(w.text() for w in dlg.findChildren(QLabel))
     assert "Ctrl+H" in text and "Ctrl+Q" in text and "Ctrl+," in text
     dlg.close()
-    settings = [a for a in window.findChildren(type(window.heat_action)) if a.text() == "Settings…"][0]
+    settings = [a for a in window.findChildren(type(window.heat_action)) if a.text().replace("&", "") == "Settings…"][0]
     assert settings.shortcut().toString() != ""
     # the grid with the keyboard on its first cell (current, not selected): a frame is drawn there
     view = window.results_view
@@ -1174,3 +1174,18 @@ def test_shift_f10_opens_a_results_menu(qtbot, window, photo_dir):
     qtbot.keyClick(window.results_view, Qt.Key_F10, Qt.ShiftModifier)
     qtbot.waitUntil(lambda: bool(seen), timeout=5000)
     assert seen[0] is not None and "Find similar" in seen[0], seen
+
+
+def test_the_menus_items_are_reached_by_their_letters(qtbot, window):
+    """Trial 8: Alt+F then S, Alt+H then K did nothing (only the View menu had letters)."""
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+    qtbot.keyClick(window, Qt.Key_H, Qt.AltModifier)
+    qtbot.waitUntil(lambda: QApplication.activePopupWidget() is not None, timeout=3000)
+    qtbot.keyClick(QApplication.activePopupWidget(), Qt.Key_K)
+    qtbot.waitUntil(lambda: getattr(window, "_keys_dialog", None) is not None and window._keys_dialog.isVisible(),
+                    timeout=3000)
+    window._keys_dialog.close()
+    for menu in (a.menu() for a in window.menuBar().actions()):
+        letters = [a.text().split("&")[1][0].lower() for a in menu.actions() if not a.isSeparator()]
+        assert len(set(letters)) == len(letters), letters  # each item its own letter
