@@ -432,6 +432,11 @@ class MainWindow(QMainWindow):
             where = "" if is_within(holder, real) else f" (inside {display(holder)})"
             self.status_label.setText(f"{display(real)} is already in the library{where}")
             return
+        inner = [os.path.basename(f["path"]) for f in self._last_stats.get("folders", []) if is_within(f["path"], real)]
+        if inner:  # trial 8: the library folders inside it went into it, unsaid
+            names = ", ".join(inner[:3]) + (" …" if len(inner) > 3 else "")
+            self.status_label.setText(f"{os.path.basename(real)} now holds the library folders {names}: "
+                                      "their photos stay as they were described")
         self.svc.submit("add_folder", lambda c: self.svc.writer.add_folder(path))
         self.stack.setCurrentIndex(1)
         self.start_indexing()
@@ -735,7 +740,10 @@ class MainWindow(QMainWindow):
 
     def open_query_dialog(self):
         pattern = " ".join(f"*{e}" for e in sorted(EXTENSIONS))
-        path, _ = QFileDialog.getOpenFileName(self, "Search with a photo", self.ui_settings.value("last_open_dir", photos_dir()),
+        # first in the library's first folder (trial 8: home, where no photo is), then where the last came from
+        folders = [f["path"] for f in self._last_stats.get("folders", []) if os.path.isdir(f["path"])]
+        path, _ = QFileDialog.getOpenFileName(self, "Search with a photo",
+                                              self.ui_settings.value("last_open_dir", folders[0] if folders else photos_dir()),
                                               f"Photos ({pattern})")
         if path:
             self.ui_settings.setValue("last_open_dir", str(Path(path).parent))

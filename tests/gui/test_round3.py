@@ -1145,6 +1145,7 @@ def test_adding_a_folder_already_in_the_library_says_so_and_a_parent_takes_in_it
     wait_idle(qtbot, window)
     items = [window.library.folder_list.item(i).text() for i in range(window.library.folder_list.count())]
     assert len(items) == 1 and "6 photos" in items[0], items
+    assert "now holds the library folders a, b" in window.status_label.text()
     # a subfolder forgotten by the command line is added back (not "already in the library")
     window.svc.run(window.svc.forget(root / "b" / "inner"))
     chosen.append(str(root / "b" / "inner"))
@@ -1189,3 +1190,20 @@ def test_the_menus_items_are_reached_by_their_letters(qtbot, window):
     for menu in (a.menu() for a in window.menuBar().actions()):
         letters = [a.text().split("&")[1][0].lower() for a in menu.actions() if not a.isSeparator()]
         assert len(set(letters)) == len(letters), letters  # each item its own letter
+
+
+
+def test_open_starts_in_the_library_then_where_the_last_photo_came_from(qtbot, window, photo_dir, monkeypatch, tmp_path):
+    """Trial 8: Open… started in the home folder, where no photo is (no Pictures folder there)."""
+    index_folder(qtbot, window, photo_dir)
+    asked, answer = [], [""]
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda parent, title, start, *a, **k: (
+        asked.append(start), (answer[0], ""))[1]))
+    qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    assert asked[-1] == str(photo_dir.resolve())
+    answer[0] = str(photo_dir / "scene1" / "img1.jpg")
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    answer[0] = ""
+    qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    assert asked[-1] == str(photo_dir / "scene1")
