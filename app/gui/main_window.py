@@ -472,8 +472,8 @@ class MainWindow(QMainWindow):
     # ---- indexing -------------------------------------------------------------------------------
     def start_indexing(self, only=None):
         """Look for new, changed and deleted photos (`only`: in these folders) and index them."""
-        if self.svc.read_only or self.svc.writer.target is None:
-            return
+        if self.svc.closed or self.svc.read_only or self.svc.writer.target is None:
+            return  # closed: the start's rescan timer fired after a quick shutdown (a CI run)
         running = self.svc.running
         if self.index_cmd is not None or (running is not None and running.name == "index"):
             self._reindex_again = True

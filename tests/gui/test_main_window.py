@@ -465,3 +465,14 @@ def test_the_window_manager_is_told_a_small_minimum_size(qtbot, window):
     line = next(x for x in out.splitlines() if "minimum size" in x)
     w, h = (int(v) for v in line.split(":")[1].split(" by "))
     assert w <= 1000 and h <= 650, line
+
+
+def test_a_window_closed_at_once_after_it_opened_starts_nothing(qtbot, tiny_home, photo_dir):
+    """A CI run: a window shut down within half a second of opening a library with folders had its
+    start's rescan fire afterwards ("the library is closed", an exception in the event loop)."""
+    first = make_window(qtbot, tiny_home)
+    index_folder(qtbot, first, photo_dir)
+    first.shutdown()
+    again = make_window(qtbot, tiny_home)
+    again.shutdown()
+    qtbot.wait(800)  # past the rescan's timer: pytest-qt fails the test on an exception in the loop

@@ -178,6 +178,11 @@ class LibraryService:
             self._thread.start()
 
     @property
+    def closed(self) -> bool:
+        """Whether `close` was called: no command is taken any more."""
+        return self._closed
+
+    @property
     def where(self) -> str:
         """The library in words: a data folder, or a PostgreSQL URL without its password."""
         return self.catalog.where if self.library else str(self.home)
