@@ -1108,13 +1108,19 @@ def test_the_qt_calls_the_app_makes_never_drop_a_reference_to_none(qtbot):
     assert sys.getrefcount(None) >= before, f"None lost {before - sys.getrefcount(None)} references in 20 rounds"
 
 
-def test_plain_h_turns_the_overlay_in_the_window_as_in_the_viewer(qtbot, window, photo_dir):
-    """Trial 6: H turned the overlay in the viewer, and did nothing in the main window."""
+def results_with_the_keyboard(qtbot, window, photo_dir) -> None:
+    """A search's results in an active window, the keyboard on the grid (a window's keys: under a
+    bare X server too)."""
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
     window.activateWindow()
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)  # a window's keys: X11 too
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
     window.results_view.setFocus()
+
+
+def test_plain_h_turns_the_overlay_in_the_window_as_in_the_viewer(qtbot, window, photo_dir):
+    """Trial 6: H turned the overlay in the viewer, and did nothing in the main window."""
+    results_with_the_keyboard(qtbot, window, photo_dir)
     heat = window.heat_action.isChecked()
     qtbot.keyClick(window.results_view, Qt.Key_H)
     assert window.heat_action.isChecked() != heat and window.delegate.show_heat != heat
@@ -1156,11 +1162,7 @@ def test_adding_a_folder_already_in_the_library_says_so_and_a_parent_takes_in_it
 
 def test_shift_f10_opens_a_results_menu(qtbot, window, photo_dir):
     """Trial 6: only the Menu key opened a result's menu; many laptops have none."""
-    index_folder(qtbot, window, photo_dir)
-    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
-    window.activateWindow()
-    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)  # a window's keys: X11 too
-    window.results_view.setFocus()
+    results_with_the_keyboard(qtbot, window, photo_dir)
     window.results_view.setCurrentIndex(window.results_model.index(1))
     seen = []
 
