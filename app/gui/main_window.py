@@ -214,7 +214,7 @@ class MainWindow(QMainWindow):
         self.results_model = self.results.model
         self.results_view = self.results.view
         self.results.changed.connect(lambda: self._debounce.start())
-        self.results.cutoffChanged.connect(lambda _v: (self._apply_cutoff(), self._refresh_viewer()))
+        self.results.cutoffChanged.connect(lambda _v: (self._apply_cutoff(), self._refresh_viewer(search_follows=False)))
         self.results.filter_btn.toggled.connect(self._filters_opened)
         self.delegate = ThumbnailDelegate(self.loader, self.results_view)
         self.results_view.setItemDelegate(self.delegate)
@@ -875,9 +875,10 @@ class MainWindow(QMainWindow):
         viewer.show()
         viewer.raise_()
 
-    def _refresh_viewer(self) -> None:
+    def _refresh_viewer(self, search_follows: bool = True) -> None:
         """An open viewer pages through the results as they are now, on its photo; it closes when
-        its photo is no longer shown (trial 6: after a Remove it showed another photo, unsaid)."""
+        its photo is no longer shown (trial 6: after a Remove it showed another photo, unsaid).
+        search_follows: the results' search is about to say its own words (kept for them)."""
         viewer = getattr(self, "_viewer", None)
         if viewer is None or not viewer.isVisible():
             return
@@ -887,8 +888,9 @@ class MainWindow(QMainWindow):
         if row is None:
             viewer.close()
             if here is not None:  # said after the search's own words, which follow at once (trial 8 missed it)
-                self._viewer_note = f"; the viewer closed: {os.path.basename(display(here))} is no longer among the results"
-                self.status_label.setText(self.status_label.text() + self._viewer_note)
+                note = f"; the viewer closed: {os.path.basename(display(here))} is no longer among the results"
+                self._viewer_note = note if search_follows else ""
+                self.status_label.setText(self.status_label.text() + note)
             return
         viewer.show_results(hits, row, self.heat_action.isChecked())
 

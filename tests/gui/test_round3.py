@@ -1208,3 +1208,22 @@ def test_open_starts_in_the_library_then_where_the_last_photo_came_from(qtbot, w
     answer[0] = ""
     qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
     assert asked[-1] == str(photo_dir / "scene1")
+
+
+def test_a_viewer_closed_by_the_cutoff_is_not_said_again_by_a_later_search(qtbot, window, photo_dir, monkeypatch):
+    """The viewer's closing is said once: a cut-off that hides its photo says it then, and the next
+    search does not say it again."""
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    viewer = open_viewer(qtbot, window)
+    qtbot.keyClick(viewer.scroll, Qt.Key_Right)  # #2: below the query photo
+    assert viewer.hit.score < 1.0
+    window.activateWindow()
+    qtbot.mouseClick(window.results.cutoff, Qt.LeftButton, pos=QPoint(window.results.cutoff.width() - 2, 5))
+    qtbot.keyClick(window.results.cutoff, Qt.Key_End)  # the cut-off at its top: only the query photo stays
+    assert not viewer.isVisible() and "the viewer closed" in window.status_label.text()
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(
+        lambda *a, **k: (str(photo_dir / "scene0" / "img0.jpg"), "")))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    assert window.status_label.text().startswith("Search took") and "viewer" not in window.status_label.text()
