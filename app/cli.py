@@ -330,13 +330,16 @@ def cmd_search(a) -> int:
                                   "timings_ms": {k: round(v, 2) for k, v in res.timings.items() if isinstance(v, float)},
                                   "results": [{"rank": h.rank, "path": h.path, "score": round(h.score, 6),
                                                "similarity": round(h.similarity, 6), "state": h.state,
-                                               "duplicate": h.duplicate, "copy": h.copy} for h in res.hits]}),
+                                               "duplicate": h.duplicate, "copy": h.copy,
+                                               "hidden_copies": h.hidden_copies} for h in res.hits]}),
                       flush=True)
             else:
                 if a.queries:
                     print(f"# {display(path)}")
                 for h in res.hits:
                     flag = "" if h.state == "ok" else f"  ({h.state})"
+                    if h.hidden_copies:
+                        flag += f"  (+{len(h.hidden_copies)} {'copy' if len(h.hidden_copies) == 1 else 'copies'})"
                     print(f"{h.rank:4d}  {h.score:.4f}  {display(h.path)}{flag}")
                 if not res.hits:
                     print("no results" + (" (the filters leave no photo)" if req.filters.active else ""), file=sys.stderr)

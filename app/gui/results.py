@@ -41,6 +41,9 @@ class ResultsModel(QAbstractListModel):
         if role == Qt.ToolTipRole:
             extra = {"offline": "\nits folder is offline", "missing": "\nthe file is gone"}.get(h.state, "")
             dup = "\nthe same file as the query" if h.duplicate else "\na copy of the query photo" if h.copy else ""
+            if h.hidden_copies:  # One per duplicate: what this tile stands for
+                dup += f"\nalso stands for {copies_words(len(h.hidden_copies))} (One per duplicate):" + "".join(
+                    f"\n  {display(p)}" for p in h.hidden_copies[:8]) + ("\n  …" if len(h.hidden_copies) > 8 else "")
             return (f"{display(h.path)}\nrank {h.rank} · relevance {h.score:.2f} · similarity {h.similarity:.3f}"
                     f"{dup}{extra}")
         if role == HitRole:
@@ -152,6 +155,11 @@ class ThumbnailDelegate(QStyledItemDelegate):
         p.fillRect(badge_rect, QColor(0, 0, 0, 150))
         p.setPen(QColor(255, 255, 255))
         p.drawText(badge_rect, Qt.AlignCenter, rank)
+        if hit.hidden_copies:  # One per duplicate: this tile stands for more files
+            more = f"+{len(hit.hidden_copies)}"
+            more_rect = QRect(badge_rect.right() + 2, area.y(), QFontMetrics(f).horizontalAdvance(more) + 8, 17)
+            p.fillRect(more_rect, QColor(40, 90, 170, 220))
+            p.drawText(more_rect, Qt.AlignCenter, more)
         if hit.state != "ok":
             badge = "offline" if hit.state == "offline" else "file gone"
             p.fillRect(QRect(area.right() - 70, area.y(), 70, 17), QColor(180, 40, 40, 220))
@@ -172,6 +180,11 @@ class ThumbnailDelegate(QStyledItemDelegate):
                    QColor(240, 140, 30) if not selected else text_color)
         p.drawText(QRect(bar.right() + 2, row.y(), value_w, row.height()), Qt.AlignRight | Qt.AlignVCenter, value)
         p.restore()
+
+
+def copies_words(n: int) -> str:
+    """'1 copy' / '3 copies': the hidden copies a result stands for."""
+    return f"{n} {'copy' if n == 1 else 'copies'}"
 
 
 class ResultsView(QListView):

@@ -70,3 +70,20 @@ def test_missing_weights_is_a_clear_message_not_a_hang(tmp_path):
 def test_version():
     r = subprocess.run([sys.executable, "-m", "app", "--version"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.startswith("HeatSearch ")
+
+
+def test_hide_duplicates_names_the_copies_each_result_stands_for(home, photo_dir, capsys, tmp_path):
+    """--hide-duplicates showed one photo of a set of copies and said nothing of the others."""
+    from PIL import Image
+    src = photo_dir / "scene2" / "img0.jpg"
+    copy = photo_dir / "scene2" / "img0-copy.png"
+    Image.open(src).convert("RGB").save(copy)
+    assert main(["index", str(photo_dir), "--home", str(home)]) == 0
+    capsys.readouterr()
+    args = ["search", str(src), "--top", "5", "--no-her", "--no-qe", "--home", str(home), "--hide-duplicates"]
+    assert main(args + ["--json"]) == 0
+    res = json.loads(capsys.readouterr().out)["results"]
+    assert res[0]["path"] == str(src.resolve()) and res[0]["hidden_copies"] == [str(copy.resolve())]
+    assert all(r["hidden_copies"] == [] for r in res[1:]) and str(copy.resolve()) not in [r["path"] for r in res]
+    assert main(args) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("(+1 copy)")

@@ -699,6 +699,14 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
         qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
     names = [Path(h.path).name for h in window.results_model.hits]
     assert names[0] == "p0.png" and "p0-small.png" not in names and "p0-big.jpg" not in names, names
+    # trial 6: nothing told that the tile stood for hidden copies; its tooltip and the viewer say so
+    first = window.results_model.hits[0]
+    assert sorted(Path(p).name for p in first.hidden_copies) == ["p0-big.jpg", "p0-small.png"]
+    assert not any(h.hidden_copies for h in window.results_model.hits[1:])
+    tip = window.results_model.data(window.results_model.index(0), Qt.ToolTipRole)
+    assert "also stands for 2 copies" in tip and "p0-small.png" in tip, tip
+    viewer = open_viewer(qtbot, window, row=0)
+    assert "(and 2 copies, One per duplicate)" in viewer.caption.text()
 
 
 def test_results_shown_while_the_library_changes_are_searched_again_when_indexing_ends(qtbot, window, tmp_path):

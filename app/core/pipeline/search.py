@@ -100,6 +100,8 @@ class Hit:
     duplicate: bool = False  # byte-identical to the query
     grid: np.ndarray | None = field(default=None, repr=False)  # (H, W) float32 heat grid, max 1
     copy: bool = False  # the same photo as the query, not the same file
+    # One per duplicate: the other copies this result stands for (paths; not in the list)
+    hidden_copies: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -469,6 +471,7 @@ class Searcher:
                     self._enlarged.clear()
                 best, first = ok[keeper([r for _, r in ok], self._enlarged)][0], hits[at]
                 hits[at] = replace(best, score=first.score, rank=first.rank, similarity=first.similarity)
+            hits[at].hidden_copies = [h.path for h, _ in sets[k] if h.image_id != hits[at].image_id]
         if any(h.copy for h in hits):  # the query's file, then its copies, then the rest in order
             hits = sorted(hits, key=lambda h: (not h.duplicate, not h.copy))
             for n, h in enumerate(hits):
