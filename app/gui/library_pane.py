@@ -155,4 +155,5 @@ def folder_total(folder: dict, totals: dict[int, int]) -> int:
 
 
 def plural(n: int, word: str) -> str:
+    """'1 photo', '2 photos'."""
     return f"{n} {word}{'' if n == 1 else 's'}"

@@ -22,7 +22,7 @@ from ..core.imageio import EXTENSIONS, image_size, is_photo_path
 from ..core.library.paths import display, is_within
 from ..core.library.service import LibraryService
 from ..core.pipeline.search import SearchRequest, SearchResult, request_from_settings
-from .library_pane import LibraryPane, folder_total
+from .library_pane import LibraryPane, folder_total, plural
 from .preview import PreviewPane
 from .query_pane import QueryPane
 from .results import HitRole, ThumbnailDelegate
@@ -91,7 +91,7 @@ class MainWindow(QMainWindow):
         self._reindex_again = False
         self._changed_dirs: set[str] | None = set()  # folders a watcher saw change meanwhile (None: all)
         self._left: dict[str, int] = {}  # library folder -> photos a cancelled run left to index
-        self._forgetting: dict[int, str] = {}  # forget command -> folder
+        self._forgetting: dict[int, tuple[str, dict]] = {}  # forget command -> (folder, its counts then)
         self._subfolders: list[str] | None = None  # for the folder filter, read when it opens
         self._subfolders_gen = -1
         self._subfolders_stale = True  # the library changed since they were read
@@ -445,7 +445,8 @@ class MainWindow(QMainWindow):
         """Forget a folder (after the pane's confirmation): runs on the writer, never here; its photos
         leave the grid and the viewer at once."""
         cmd = self.svc.forget(path)
-        self._forgetting[cmd.id] = path
+        self._forgetting[cmd.id] = path, next((f for f in (self._last_stats or {}).get("folders", ())
+                                               if f["path"] == path), {})
         self._left.pop(path, None)
         self.index_label.setText(f"Removing {os.path.basename(display(path))} from the library (the photos stay on disk)…")
         self._drop_hits_under(path)
@@ -537,9 +538,16 @@ class MainWindow(QMainWindow):
         elif kind in ("done", "failed") and ev.command == self.index_cmd:
             self._index_finished(ev)
         elif kind in ("done", "failed") and ev.command in self._forgetting:
-            folder = os.path.basename(display(self._forgetting.pop(ev.command)).rstrip("/"))
+            path, counts = self._forgetting.pop(ev.command)
+            folder = os.path.basename(display(path).rstrip("/"))
             if kind == "done" and isinstance(ev.data, int):
-                self.index_label.setText(f"Removed {folder} from the library: {plural(ev.data, 'photo')} forgotten "
+                # in the library pane's words: its photos, and the files it skipped or lost (trial 6:
+                # "883 forgotten" from a folder the pane called "882 photos · 1 skipped")
+                failed, missing = counts.get("failed", 0), counts.get("missing", 0)
+                others = "".join(f", and {w}" for w in (failed and plural(failed, "file") + " it could not read",
+                                                       missing and f"{missing} missing") if w)
+                self.index_label.setText(f"Removed {folder} from the library: "
+                                         f"{plural(max(0, ev.data - failed - missing), 'photo')} forgotten{others} "
                                          "(the files stay on disk)")
             else:
                 self.index_label.setText(f"{folder} could not be removed: {ev.data}")
@@ -1096,11 +1104,6 @@ class MainWindow(QMainWindow):
         self.ui_settings.sync()
         self.shutdown()
         super().closeEvent(e)
-
-
-def plural(n: int, word: str) -> str:
-    """'1 photo', '2 photos'."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def time_left(seconds: float) -> str:

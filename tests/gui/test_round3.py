@@ -187,6 +187,7 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     for i in range(6):
         write_photo(root / "keep" / f"k{i}.png", i, size=(120, 90))
         write_photo(root / "drop" / f"d{i}.png", 50 + i, size=(120, 90))
+    (root / "drop" / "broken.jpg").write_bytes(b"not a photo")  # skipped: not one of its photos
     index_folder(qtbot, window, root / "keep")
     index_folder(qtbot, window, root / "drop")
     search(qtbot, window, root / "keep" / "k1.png")
@@ -200,7 +201,7 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     # also once the library's new results came (trial 8: their words took the place of it)
     assert not viewer.isVisible() and "is no longer among the results" in window.status_label.text()
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed drop"), timeout=20000)
-    assert "6 photos forgotten" in window.index_label.text()
+    assert "6 photos forgotten, and 1 file it could not read (the" in window.index_label.text()
     assert window.library.folder_list.count() == 1
     # and the results are searched again in the library as it is now (the trial: "18 results" with
     # the old scores stayed until the person searched again)
