@@ -381,6 +381,12 @@ class MainWindow(QMainWindow):
         dups.setChecked(str(self.ui_settings.value("one_per_duplicate", "false")) == "true")
         dups.blockSignals(False)
         dups.toggled.connect(lambda on: self.ui_settings.setValue("one_per_duplicate", "true" if on else "false"))
+        # so is the relevance cut-off (trial 6: back to "off" at every start); the pane says what it hides
+        try:
+            self.results.cutoff.setValue(int(self.ui_settings.value("cutoff", 0)))
+        except (TypeError, ValueError):
+            pass
+        self.results.cutoff.valueChanged.connect(lambda v: self.ui_settings.setValue("cutoff", int(v)))
 
     # ---- library --------------------------------------------------------------------------------
     def refresh_library(self, stats: dict | None = None):

@@ -896,6 +896,25 @@ def test_one_per_duplicate_is_remembered(qtbot, tiny_home):
         again.close()
 
 
+def test_the_relevance_cut_off_is_remembered(qtbot, tiny_home):
+    """Trial 6: the cut-off was back to "off" at every start."""
+    from tests.gui.conftest import make_window
+
+    win = make_window(qtbot, tiny_home)
+    slider = win.results.cutoff
+    qtbot.mouseClick(slider, Qt.LeftButton, pos=QPoint(2, slider.height() // 2))  # focus, at its start
+    for _ in range(3):
+        qtbot.keyClick(slider, Qt.Key_PageUp)
+    assert slider.value() == 30
+    win.close()
+    again = make_window(qtbot, tiny_home)
+    try:
+        assert again.results.cutoff.value() == 30 and again.results.cutoff_label.text() == "min 0.30"
+        assert again.results.min_score == 0.30
+    finally:
+        again.close()
+
+
 def test_a_rescan_of_changed_photos_counts_them_once(qtbot, window, tmp_path):
     """Review: the status total was the library's count plus the run's tasks, and changed photos
     (already counted as indexed) are tasks too: 20 photos, 3 edited, read "Indexing 20 of 23"."""
