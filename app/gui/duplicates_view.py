@@ -11,7 +11,7 @@ import threading
 from PySide6.QtCore import QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSlider,
-                               QStyledItemDelegate, QTreeWidget, QTreeWidgetItem, QVBoxLayout)
+                               QStyledItemDelegate, QStyleOptionViewItem, QTreeWidget, QTreeWidgetItem, QVBoxLayout)
 
 from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, find_duplicates, to_records
 from ..core.library.paths import display
@@ -56,11 +56,14 @@ class _Runner(QObject):
             t.join(timeout)
 
 
-class ElideRight(QStyledItemDelegate):
-    """Cells cut at their end, in a view that cuts the others at their start."""
+class WrapWords(QStyledItemDelegate):
+    """Cells whose words wrap onto the lines of a thumbnail's row, cut at their end past them, in
+    a view that cuts the others at their start (a reason reads from its start: "the same photo
+    turned 90° clockwise, resized to 50 %" was cut to "the same photo tu…" at the dialog's size)."""
 
     def initStyleOption(self, option, index):
         super().initStyleOption(option, index)
+        option.features |= QStyleOptionViewItem.WrapText
         option.textElideMode = Qt.ElideRight
 
 
@@ -96,7 +99,7 @@ class DuplicatesDialog(QDialog):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Photo", "Size", "Folder", "Why"])
         self.tree.setIconSize(ICON)
-        self.tree.setColumnWidth(0, 330)  # room for the reason at the dialog's size (the full text is in a tooltip)
+        self.tree.setColumnWidth(0, 330)
         self.tree.setColumnWidth(1, 90)
         self.tree.setColumnWidth(2, 160)
         # a wider dialog widens the folder and the reason, not the reason alone (trial 6: the folder
@@ -104,8 +107,8 @@ class DuplicatesDialog(QDialog):
         self.tree.header().setSectionResizeMode(2, QHeaderView.Stretch)
         self.tree.header().setSectionResizeMode(3, QHeaderView.Stretch)
         self.tree.setTextElideMode(Qt.ElideLeft)  # a folder's end says which it is ("…/photos/objects"); names too
-        self._why_delegate = ElideRight(self.tree)
-        self.tree.setItemDelegateForColumn(3, self._why_delegate)  # a reason reads from its start
+        self._why_delegate = WrapWords(self.tree)
+        self.tree.setItemDelegateForColumn(3, self._why_delegate)
         self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
                              "not enlarged, most pixels, the camera's file, the original format, the oldest file, the largest file")
         v.addWidget(self.tree, 1)

@@ -153,7 +153,32 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     # a group's title has the whole row (the trial: "(3 ph…" cut in the Photo column, even at 1920 px)
     top = dlg.tree.topLevelItem(0)
     assert dlg.tree.visualRect(dlg.tree.indexFromItem(top, 0)).width() > dlg.tree.columnWidth(0), top.text(0)
+    # every reason is read whole at the dialog's own size (trial 6: cut, the full text in a tooltip)
+    reasons = [top.child(i) for top in map(dlg.tree.topLevelItem, range(dlg.tree.topLevelItemCount()))
+               for i in range(top.childCount())]
+    assert reasons and all(shown_whole(dlg.tree, item, 3) for item in reasons), [r.text(3) for r in reasons]
     dlg.close()
+
+
+def shown_whole(tree, item, column: int) -> bool:
+    """Whether the view draws `item`'s text in `column` whole: on one line, or wrapped onto lines
+    that its row has room for."""
+    from PySide6.QtGui import QFontMetrics
+    from PySide6.QtWidgets import QStyle, QStyleOptionViewItem
+
+    index = tree.indexFromItem(item, column)
+    rect = tree.visualRect(index)
+    opt = QStyleOptionViewItem()
+    opt.initFrom(tree)
+    opt.rect = rect
+    tree.itemDelegateForIndex(index).initStyleOption(opt, index)
+    text_rect = tree.style().subElementRect(QStyle.SE_ItemViewItemText, opt, tree)
+    fm = QFontMetrics(opt.font)
+    room = text_rect.width() - 2 * (tree.style().pixelMetric(QStyle.PM_FocusFrameHMargin, None, tree) + 1)
+    if not opt.features & QStyleOptionViewItem.WrapText:
+        return fm.horizontalAdvance(item.text(column)) <= room
+    lines = fm.boundingRect(0, 0, room, 10_000, Qt.TextWordWrap, item.text(column))
+    return lines.height() <= text_rect.height()
 
 
 def test_3_quitting_after_the_dialogs_were_used_ends_cleanly(tmp_path):
