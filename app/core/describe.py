@@ -51,6 +51,33 @@ def describe_features(features: np.ndarray, mu: np.ndarray | None, params: HewPa
     return Described(normalize_raw(vec), share.reshape(h, w).astype(np.float32))
 
 
+def match_share(features: np.ndarray, mu: np.ndarray | None, whitening, query: np.ndarray,
+                params: HewParams = HewParams(), suma: bool = False) -> np.ndarray:
+    """How much each cell of one (H, W, C) map makes this photo like the query: (H, W) float32,
+    each cell's part of the sum (w_l X_l) times the gradient of the score (the cosine of `query`,
+    (D,) unit vector in the searched space of `whitening`, and this photo's searched vector) with
+    respect to the sum: the first-order share of each cell in the score. Negative where a cell
+    pulls the photo away from the query (the match overlay shows the positive part)."""
+    h, w, c = features.shape
+    x = features.reshape(h * w, c).astype(np.float64)
+    wts = np.ones(h * w) if suma or mu is None else hew_weights(features.reshape(h * w, c), mu, params.threshold,
+                                                                   params.z_ratio)
+    v = wts @ x
+    a = np.abs(v)
+    p = np.sign(v) * np.sqrt(a)
+    r = p / max(float(np.linalg.norm(p)), 1e-300)
+    q = np.asarray(query, np.float64)
+    u = r if whitening.is_identity else (r - whitening.mean) @ whitening.proj.T
+    nu = max(float(np.linalg.norm(u)), 1e-300)
+    y = u / nu
+    g_u = (q - float(q @ y) * y) / nu  # d cos(q, u/|u|) / du
+    g_r = g_u if whitening.is_identity else whitening.proj.T @ g_u
+    g_p = (g_r - float(g_r @ r) * r) / max(float(np.linalg.norm(p)), 1e-300)
+    g_v = g_p * 0.5 / np.sqrt(np.maximum(a, 1e-300))  # d sign(v)|v|^0.5 / dv = 0.5 |v|^-0.5
+    g_v[a == 0] = 0.0
+    return (wts * (x @ g_v)).reshape(h, w).astype(np.float32)
+
+
 def describe_map(fm: FeatureMap, mu: np.ndarray | None, box=None, params: HewParams = HewParams(),
                  suma: bool = False, precise: bool = False) -> Described:
     """Describe a FeatureMap, optionally only the block of cells whose centres fall inside `box`

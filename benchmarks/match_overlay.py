@@ -1,0 +1,131 @@
+"""Does the heat overlay show what matched the query? Two photos side by side, one of the query's
+subject (a right answer) and one of another, described as one photo: how much of the overlay's
+heat lies on the right half, for the description's make-up (`describe_features` share, the
+overlay before this round) and the match (`match_share`, positive part).
+
+    python benchmarks/match_overlay.py [--distractors]
+
+UKBench: each object's first view queries, its second view is the right half, the next object's
+first view the other half (150 pairs). Paris: each revisited box query (the box, described as the
+app does: hybrid of crop and map) with up to 8 of its Easy photos, each beside a photo of another
+landmark (96 pairs). The library for the centring mean and the whitening: UKBench + Paris 250
+(850 photos: no whitening under 1,024), or with --distractors all 2,703 shared photos (whitened).
+Prints per set: mean share of the heat on the right half, and the fraction of pairs where the right
+half holds more than half of it; the same for the left and right halves swapped is averaged in.
+Feature maps of the library from the `heatsearch eval` cache.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from app.core import policy  # noqa: E402
+from app.core.aggregate.descriptor import learn_whitening, Whitening  # noqa: E402
+from app.core.config import models_dir  # noqa: E402
+from app.core.describe import describe_features, describe_map, match_share, mean_local_feature  # noqa: E402
+from app.core.evaluation import datasets as ds  # noqa: E402
+from app.core.evaluation.runner import MapCache, default_cache_dir  # noqa: E402
+from app.core.features.engine import EngineChoice  # noqa: E402
+from app.core.features.extractor import Extractor  # noqa: E402
+from app.core.features.registry import DEFAULT_BACKBONE, load_backbone  # noqa: E402
+from app.core.heatmap import normalise  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+SIDE = 400  # each half of a pair, its longer side
+
+
+def side_by_side(a: Path, b: Path) -> Image.Image:
+    ims = []
+    for p in (a, b):
+        im = Image.open(p).convert("RGB")
+        im.thumbnail((SIDE, SIDE))
+        ims.append(im.resize((SIDE, SIDE * 3 // 4)))  # the same frame for both: the halves are equal
+    out = Image.new("RGB", (2 * SIDE, SIDE * 3 // 4))
+    out.paste(ims[0], (0, 0))
+    out.paste(ims[1], (SIDE, 0))
+    return out
+
+
+def left_share(grid: np.ndarray, fm) -> float:
+    """Fraction of a non-negative (H, W) grid on the cells whose centres are in the left half."""
+    xs, _ = fm.cell_centres()
+    g = np.maximum(grid, 0)
+    return float(g[:, xs < SIDE].sum() / max(float(g.sum()), 1e-12))
+
+
+def main() -> None:
+    ex = Extractor.create(load_backbone(DEFAULT_BACKBONE), EngineChoice(), 512, models_dir(), log=lambda m: None)
+    cache = MapCache(ex, default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+    uk = ds.ukbench(SHARED / "ukbench")
+    rev, _ = ds.paris250(SHARED / "paris250")
+    lib = [Path(p) for p in uk.images] + [Path(p) for p in rev.images]
+    if "--distractors" in sys.argv:
+        lib += sorted((SHARED / "distractors").rglob("*.jpg"))
+    maps = cache.get_many([(p, None) for p in lib])
+    rng = np.random.default_rng(1)
+    mu = mean_local_feature([maps[i].features for i in rng.choice(len(maps), min(48, len(maps)), replace=False)])
+    raw = np.stack([describe_features(m.features, mu).raw for m in maps])
+    dim = policy.whitening_dim(len(raw), raw.shape[1])
+    wh = learn_whitening(raw, dim, policy.SHRINKAGE) if dim else Whitening.identity(raw.shape[1])
+    print(f"library {len(lib)} photos, whitening {'D=' + str(wh.dim) if not wh.is_identity else 'none'}")
+
+    pairs = {"UKBench objects": [], "Paris box queries": []}
+    for g in range(150):  # (query description, right photo, wrong photo)
+        q = describe_features(maps[4 * g].features, mu).raw
+        pairs["UKBench objects"].append((q, uk.images[4 * g + 1], uk.images[(4 * g + 4) % 600]))
+    landmark = [Path(p).stem.split("_")[1] for p in rev.images]
+    for q in rev.queries:
+        fm_full = cache.get_many([(q.path, None)])[0]
+        crop_fm = cache.get_many([(q.path, q.box)])[0]
+        v = describe_map(fm_full, mu, q.box).raw.astype(np.float64) + describe_features(crop_fm.features, mu).raw
+        mine = Path(q.path).stem.split("_")[1]
+        right = sorted(q.gnd["Easy"].ok)[:8]
+        others = [i for i, m in enumerate(landmark) if m != mine]
+        for r in right:
+            pairs["Paris box queries"].append((v / np.linalg.norm(v), rev.images[r], rev.images[int(rng.choice(others))]))
+
+    # within a photo: the query photos of a landmark hold a box around it; another box query of
+    # the same landmark (and the photo's own) against the whole photo: heat inside that box
+    inside = {"box area": [], "make-up": [], "match": []}
+    boxed = [(q, Path(q.path).stem.split("_")[1]) for q in rev.queries]
+    for qa, la in boxed:
+        fm_a, crop_a = cache.get_many([(qa.path, None), (qa.path, qa.box)])
+        v = describe_map(fm_a, mu, qa.box).raw.astype(np.float64) + describe_features(crop_a.features, mu).raw
+        qv = wh.apply(v / np.linalg.norm(v))[0]
+        for qb, lb in boxed:
+            if lb != la:
+                continue
+            fm = cache.get_many([(qb.path, None)])[0]
+            xs, ys = fm.cell_centres()
+            x1, y1, x2, y2 = qb.box
+            cells = (ys[:, None] >= y1) & (ys[:, None] < y2) & (xs[None] >= x1) & (xs[None] < x2)
+            inside["box area"].append(cells.mean())
+            for key, grid in (("make-up", normalise(describe_features(fm.features, mu).share)),
+                              ("match", np.maximum(match_share(fm.features, mu, wh, qv), 0))):
+                inside[key].append(float(grid[cells].sum() / max(float(grid.sum()), 1e-12)))
+    print(f"Paris query photos, heat inside the landmark's box ({len(inside['match'])} pairs of box queries "
+          "and photos of the same landmark): " + ", ".join(f"{k} {np.mean(v):.3f}" for k, v in inside.items()))
+
+    for name, items in pairs.items():
+        got = {"make-up": [], "match": []}
+        for raw_q, right, wrong in items:
+            qv = wh.apply(raw_q)[0]
+            for flip in (False, True):
+                im = side_by_side(wrong, right) if flip else side_by_side(right, wrong)
+                fm = ex.feature_maps([ex.prepare_image(im)])[0]
+                make_up = normalise(describe_features(fm.features, mu).share)  # as the overlay stretches it
+                match = match_share(fm.features, mu, wh, qv)
+                for key, grid in (("make-up", make_up), ("match", match)):
+                    s = left_share(grid, fm)
+                    got[key].append(1 - s if flip else s)
+        for key, vals in got.items():
+            vals = np.asarray(vals)
+            print(f"{name:18s} {key:8s} heat on the right photo: mean {vals.mean():.3f}, "
+                  f"more than half in {np.mean(vals > 0.5):.2f} of {len(vals)} pairs")
+
+
+if __name__ == "__main__":
+    main()
