@@ -20,7 +20,7 @@ from PIL import Image as PILImage
 
 from .. import policy
 from ..catalog.records import Filters
-from ..describe import Described, HewParams, describe_features, describe_map
+from ..describe import Described, HewParams, describe_features, describe_map, match_share
 from ..duplicates import CopyFilter, keeper
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
@@ -117,6 +117,10 @@ class SearchResult:
     plan: policy.SearchPlan | None = None
     total: int = 0  # results before the cut-off
     generation: int = 0
+    query_raw: np.ndarray | None = field(default=None, repr=False)  # (C,) float32 raw descriptor: match_grid's query
+
+
+RESULT_MAPS = 24  # result photos' maps kept for match grids (~1.5 MB each at 512 px)
 
 
 class Searcher:
@@ -126,6 +130,7 @@ class Searcher:
     def __init__(self, svc, cache_size: int = 8):
         self.svc = svc
         self._maps: OrderedDict[tuple, FeatureMap] = OrderedDict()
+        self._result_maps: OrderedDict[tuple, FeatureMap] = OrderedDict()  # match grids' photos
         self._thumbs: OrderedDict[tuple, bytes] = OrderedDict()  # query photo -> its thumbnail (copies first)
         self._digests: OrderedDict[tuple, str | None] = OrderedDict()  # query photo outside the library -> its digest
         self._lock = threading.Lock()
@@ -160,21 +165,24 @@ class Searcher:
         im = req.image
         return ("pixels", hashlib.sha1(im.tobytes()).hexdigest(), im.size, im.mode, snap.space.key)
 
-    def feature_map(self, req: SearchRequest, snap) -> tuple[FeatureMap, bool]:
-        """(full-image feature map of the query, whether the CNN ran), cached (LRU) by content."""
+    def feature_map(self, req: SearchRequest, snap, result: bool = False) -> tuple[FeatureMap, bool]:
+        """(full-image feature map of the query, or with `result` of a result photo for its
+        match grid, whether the CNN ran), cached (LRU) by content; results apart, so that looking
+        at results never drops the map a box dragged over the query needs."""
+        maps, size = (self._result_maps, RESULT_MAPS) if result else (self._maps, self._cache_size)
         key = self._map_key(req, snap)
         with self._lock:
-            if key in self._maps:
-                self._maps.move_to_end(key)
-                return self._maps[key], False
+            if key in maps:
+                maps.move_to_end(key)
+                return maps[key], False
         ex = self.svc.extractor(snap.space)
         prepared = ex.prepare_path(req.path) if req.path else ex.prepare_image(req.image)
         with self.svc.interactive:
             fm = ex.feature_maps([prepared])[0]
         with self._lock:
-            self._maps[key] = fm
-            while len(self._maps) > self._cache_size:
-                self._maps.popitem(last=False)
+            maps[key] = fm
+            while len(maps) > size:
+                maps.popitem(last=False)
         return fm, True
 
     def query_size(self, req: SearchRequest) -> tuple[int, int]:
@@ -251,7 +259,23 @@ class Searcher:
         timings.update(query_ms=(t1 - t0) * 1000)
         w = d.share / max(float(d.share.max()), 1e-12) if d.share is not None else None
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
-                            d.where if req.box is not None else None, plan, total, snap.generation)
+                            d.where if req.box is not None else None, plan, total, snap.generation, d.raw)
+
+    def match_grid(self, query_raw: np.ndarray, path: str) -> np.ndarray:
+        """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
+        photo's cells as the stored share grid lies (the heat overlay of a result): each cell's
+        positive part in the cosine of the searched vectors (describe.match_share), over its
+        largest. One CNN pass per photo (its map kept, LRU), on the current snapshot's model,
+        centring mean and whitening. Raises ImageError for an unreadable photo."""
+        snap = self.svc.snapshot()
+        if snap.space is None:
+            raise HeatSearchError("the library is not open yet")
+        fm, _ = self.feature_map(SearchRequest(path=path), snap, result=True)
+        q = snap.whitening.apply(query_raw)[0]
+        m = np.maximum(match_share(fm.features, snap.mu, snap.whitening, q,
+                                   HewParams(snap.space.threshold, snap.space.z_ratio)), 0.0)
+        top = float(m.max())
+        return m / top if top > 0 else m
 
     def _pinned(self, req: SearchRequest, own, snap) -> tuple[list[int], list[int]]:
         """(catalog ids byte-identical to the query photo (the photo itself first) that the

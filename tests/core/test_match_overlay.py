@@ -1,0 +1,59 @@
+"""The heat overlay of a result shows what in it matches the query (describe.match_share,
+Searcher.match_grid), not what its own description is made of."""
+import numpy as np
+from PIL import Image
+
+from app.core.aggregate.descriptor import Whitening, l2n, learn_whitening, normalize_raw
+from app.core.aggregate.hew import hew_weights
+from app.core.describe import match_share
+from app.core.pipeline.search import SearchRequest, Searcher
+from tests.core.helpers import index, open_lib
+
+
+def test_match_share_is_each_cells_first_order_part_in_the_score():
+    """Moving the sum along one cell's term changes the score by that cell's share (finite
+    differences in float64), unwhitened and whitened."""
+    rng = np.random.default_rng(0)
+    c = 32
+    feats = np.abs(rng.normal(size=(5, 6, c))).astype(np.float32)
+    mu = np.abs(rng.normal(size=c))
+    x = feats.reshape(-1, c).astype(np.float64)
+    w = hew_weights(feats.reshape(-1, c), mu)
+    for wh in (Whitening.identity(c), learn_whitening(normalize_raw(np.abs(rng.normal(size=(50, c)))), 16)):
+        q = wh.apply(normalize_raw(np.abs(rng.normal(size=c))))[0].astype(np.float64)
+
+        def score(v):
+            r = l2n(np.sign(v) * np.abs(v) ** 0.5)
+            return float(l2n(r if wh.is_identity else (r - wh.mean) @ wh.proj.T) @ q)
+
+        v, eps = w @ x, 1e-5
+        numeric = [(score(v + eps * w[k] * x[k]) - score(v - eps * w[k] * x[k])) / (2 * eps) for k in range(len(x))]
+        share = match_share(feats, mu, wh, q)
+        assert share.shape == (5, 6) and np.abs(share).max() > 1e-4
+        np.testing.assert_allclose(share.ravel(), numeric, atol=1e-6 * np.abs(share).max() + 1e-9)
+
+
+def test_a_results_match_grid_is_warm_on_the_part_that_holds_the_query(tmp_path, photo_dir):
+    """A photo made of the query's scene (left) and another scene (right): the match grid puts
+    most of its heat on the left, and on the right when the halves are swapped."""
+    svc = open_lib(tmp_path / "home")
+    try:
+        index(svc, [photo_dir])
+        searcher = Searcher(svc)
+        res = searcher.search(SearchRequest(path=str(photo_dir / "scene2" / "img0.jpg"), top=5))
+        assert res.query_raw is not None and res.query_raw.shape == (svc.snapshot().whitening.mean.shape[0],)
+        a, b = (Image.open(photo_dir / s / "img1.jpg").convert("RGB") for s in ("scene2", "scene0"))
+        for name, halves in (("ab.png", (a, b)), ("ba.png", (b, a))):
+            pair = Image.new("RGB", (200, 75))
+            pair.paste(halves[0], (0, 0))
+            pair.paste(halves[1], (100, 0))
+            pair.save(tmp_path / name)
+        lefts = []
+        for name in ("ab.png", "ba.png"):
+            g = searcher.match_grid(res.query_raw, str(tmp_path / name))
+            assert g.dtype == np.float32 and g.min() >= 0 and g.max() == 1.0
+            half = g.shape[1] // 2
+            lefts.append(float(g[:, :half].sum() / g.sum()))
+        assert lefts[0] > 0.6 and lefts[1] < 0.4, lefts
+    finally:
+        svc.close()
