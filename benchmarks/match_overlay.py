@@ -8,8 +8,9 @@ overlay before this round) and the match (`match_share`, positive part).
 UKBench: each object's first view queries, its second view is the right half, the next object's
 first view the other half (150 pairs). Paris: each revisited box query (the box, described as the
 app does: hybrid of crop and map) with up to 8 of its Easy photos, each beside a photo of another
-landmark (96 pairs). The library for the centring mean and the whitening: UKBench + Paris 250
-(850 photos: no whitening under 1,024), or with --distractors all 2,703 shared photos (whitened).
+landmark (90 pairs). Each pair both ways round. The library for the centring mean and the
+whitening: UKBench + the 238 revisited Paris photos (838: no whitening under 1,024), or with
+--distractors 2,691 (whitened).
 Prints per set: mean share of the heat on the right half, and the fraction of pairs where the right
 half holds more than half of it; the same for the left and right halves swapped is averaged in.
 Feature maps of the library from the `heatsearch eval` cache.

@@ -97,12 +97,14 @@ def main(argv=None) -> int:
             win.results_view.setCurrentIndex(win.results_model.index(max(0, min(a.select, win.results_model.rowCount()) - 1)))
     if a.screenshot:
         # let the query photo, the visible thumbnails and the preview arrive, then grab
-        for _ in range(100):
+        for _ in range(300):
             app.processEvents()
             hits = win.results_model.hits[:12]
             from .results import THUMB_LOAD
 
             ready = all(win.loader.get(h.path, THUMB_LOAD) is not None for h in hits)
+            if a.heat:  # and their heat overlays, made in the background
+                ready = ready and all(win.bridge.matches.made(h) for h in hits if win._heat_of(h) is None)
             if ready and (not a.query or win.query_view.image is not None):
                 break
             loop = QEventLoop()

@@ -114,6 +114,7 @@ class MainWindow(QMainWindow):
         self.bridge.event.connect(self._on_event)
         self.bridge.searchDone.connect(self._on_result)
         self.bridge.searchFailed.connect(self._on_search_failed)
+        self.bridge.matches.ready.connect(self._heat_ready)
         where = "" if not svc.library else f" — {svc.where}"
         self.setWindowTitle("HeatSearch" + where + (" (read-only)" if svc.read_only else ""))
         self.library.set_read_only(svc.read_only)
@@ -217,6 +218,7 @@ class MainWindow(QMainWindow):
         self.results.cutoffChanged.connect(lambda _v: (self._apply_cutoff(), self._refresh_viewer(search_follows=False)))
         self.results.filter_btn.toggled.connect(self._filters_opened)
         self.delegate = ThumbnailDelegate(self.loader, self.results_view)
+        self.delegate.heat_of = self.preview.heat_of = self._heat_of
         self.results_view.setItemDelegate(self.delegate)
         self.results_view.fit_cells()
         self.loader.loaded.connect(lambda _p: self.results_view.viewport().update())
@@ -295,7 +297,7 @@ class MainWindow(QMainWindow):
         vm.addAction(self.preview_dock.toggleViewAction())
         self.heat_action = QAction("&Heat overlay", self, checkable=True)
         self.heat_action.setShortcuts(["Ctrl+H", "H"])  # H as in the viewer (trial 6: plain H did nothing here)
-        self.heat_action.setToolTip("Show which parts of each photo carried its description")
+        self.heat_action.setToolTip("Show which parts of each result match your photo or box")
         self.heat_action.toggled.connect(self.set_overlay)
         vm.addAction(self.heat_action)
         self.addAction(self.heat_action)
@@ -814,6 +816,7 @@ class MainWindow(QMainWindow):
             return  # a stale answer never replaces a newer one
         self.last_result = res
         self.loader.clear_queue()
+        self.bridge.matches.set_query(res.query_raw)  # the overlay shows what matches this query
         self.delegate.forget()
         self.results_model.set_hits(res.hits)
         self.preview.clear()
@@ -874,6 +877,19 @@ class MainWindow(QMainWindow):
             viewer.heat_check.setChecked(on)
 
     # ---- results ------------------------------------------------------------------------------------
+    def _heat_of(self, hit):
+        """A result's heat overlay: what in it matches the query, made in the background (None
+        until then; docs/METHOD.md, "The heat overlay")."""
+        return self.bridge.matches.grid(hit)
+
+    def _heat_ready(self, image_id: int) -> None:
+        if self.delegate.show_heat:
+            self.results_view.viewport().update()
+        self.preview.heat_ready(image_id)
+        viewer = getattr(self, "_viewer", None)
+        if viewer is not None:
+            viewer.heat_ready(image_id)
+
     def open_viewer(self, index):
         hit = index.data(HitRole) if index.isValid() else None
         if hit is None:
@@ -881,6 +897,7 @@ class MainWindow(QMainWindow):
         viewer = getattr(self, "_viewer", None)
         if viewer is None:
             viewer = self._viewer = ViewerDialog(self.loader, self)
+            viewer.heat_of = self._heat_of
             viewer.searchWith.connect(self.set_query_path)
             viewer.drawBoxOn.connect(self._draw_box_on)
             viewer.heatToggled.connect(self.heat_action.setChecked)

@@ -21,6 +21,7 @@ class PreviewPane(QWidget):
         super().__init__(parent)
         self.loader = loader
         self.show_heat = False
+        self.heat_of = lambda hit: None  # the heat overlay's grid of a result (None: not yet): MatchOverlays.grid
         self.hit: Hit | None = None
         v = QVBoxLayout(self)
         v.setContentsMargins(4, 4, 4, 4)
@@ -63,6 +64,11 @@ class PreviewPane(QWidget):
         if self.hit is not None and path == self.hit.path:
             self._render()
 
+    def heat_ready(self, image_id: int) -> None:
+        """The overlay's grid of a result was made: drawn if it is the photo shown."""
+        if self.show_heat and self.hit is not None and self.hit.image_id == image_id:
+            self._render()
+
     def resizeEvent(self, e):
         super().resizeEvent(e)
         self._render()
@@ -84,7 +90,7 @@ class PreviewPane(QWidget):
         box = self.picture.size()
         shown = img.scaled(box, Qt.KeepAspectRatio, Qt.SmoothTransformation).convertToFormat(QImage.Format_ARGB32)
         if self.show_heat:
-            grid = hit.grid
+            grid = self.heat_of(hit)
             if grid is not None:
                 p = QPainter(shown)
                 p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (shown.width(), shown.height()), 110)))

@@ -35,14 +35,15 @@ class QueryPane(QWidget):
         self.legend = QWidget()
         lg = QHBoxLayout(self.legend)
         lg.setContentsMargins(0, 0, 0, 0)
-        # each photo's own description, not where it matches the query (trial 5 read "In the
-        # match" and looked for the box's subject on the results); short: it sets the pane's
-        # minimum width ("Each photo's description" made the window 1012 px at least)
-        lg.addWidget(QLabel("In each photo: little"))
+        # on the results, what matches the query; on the query, what its description is made
+        # of; short: it sets the pane's minimum width ("Each photo's description" made the
+        # window 1012 px at least)
+        lg.addWidget(QLabel("Heat: little"))
         bar = QLabel()
         bar.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(80, 10), np.full((10, 80), 255, np.uint8)]))))
-        bar.setToolTip("Heat overlay: how much each part makes up the photo's description (what the search compares). "
-                       "Warm: most; cool: little (plain areas such as sky, and texture that repeats)")
+        bar.setToolTip("Heat overlay. On the results: how much each part matches your photo or box (warm: most). "
+                       "On your photo: how much each part makes up what is searched for "
+                       "(cool: plain areas such as sky, and texture that repeats)")
         lg.addWidget(bar)
         lg.addWidget(QLabel("most"))
         lg.addStretch()

@@ -80,6 +80,8 @@ class ThumbnailDelegate(QStyledItemDelegate):
         self.cell = QSize(180, 170)
         self._pixmaps: dict[str, QPixmap] = {}  # GUI thread only, bounded
         self._heat: dict[tuple, QPixmap] = {}
+        # a result's heat overlay: its match grid for the query (MatchOverlays.grid), None while made
+        self.heat_of = lambda hit: None
 
     def sizeHint(self, option, index):
         return self.cell
@@ -134,7 +136,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
                 key = (hit.image_id, target.width(), target.height())
                 ov = self._heat.get(key)
                 if ov is None:
-                    grid = hit.grid  # carried by the result: painting never reads the catalog
+                    grid = self.heat_of(hit)  # never reads the catalog nor runs the model here
                     if grid is not None:
                         ov = QPixmap.fromImage(rgba_qimage(overlay_rgba(grid, (target.width(), target.height()), 95)))
                         self._heat[key] = ov

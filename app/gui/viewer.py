@@ -42,6 +42,7 @@ class ViewerDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("HeatSearch viewer")
         self.loader = loader
+        self.heat_of = lambda hit: None  # the heat overlay's grid of a result (None: not yet): MatchOverlays.grid
         self.hits = []
         self.row = 0
         self._end = ""  # "the last result" when a step went past an end
@@ -211,6 +212,11 @@ class ViewerDialog(QDialog):
             signal.emit(self.hit.path)
             self.close()
 
+    def heat_ready(self, image_id: int) -> None:
+        """The overlay's grid of a result was made: drawn if it is the photo shown."""
+        if self.isVisible() and self.heat_check.isChecked() and self.hit is not None and self.hit.image_id == image_id:
+            self._render()
+
     def _on_loaded(self, path: str) -> None:
         if self.hit is not None and path == self.hit.path:
             self._render()
@@ -245,7 +251,7 @@ class ViewerDialog(QDialog):
                                Qt.KeepAspectRatio, Qt.SmoothTransformation)
         shown = shown.convertToFormat(QImage.Format_ARGB32)
         if self.heat_check.isChecked():
-            grid = hit.grid
+            grid = self.heat_of(hit)
             if grid is not None:
                 p = QPainter(shown)
                 p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (shown.width(), shown.height()), 110)))

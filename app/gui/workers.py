@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 
 from PySide6.QtCore import QBuffer, QByteArray, QObject, QRunnable, QSize, Qt, QThreadPool, Signal
@@ -33,6 +34,7 @@ class CoreBridge(QObject):
         self.svc = svc
         self.searcher = Searcher(svc)
         self.worker = SearchWorker(self.searcher, self.searchDone.emit, self.searchFailed.emit)
+        self.matches = MatchOverlays(self.searcher, self)
         svc.subscribe(self._forward)
 
     def _forward(self, ev: Event) -> None:  # called on the writer thread
@@ -43,7 +45,100 @@ class CoreBridge(QObject):
 
     def shutdown(self, timeout: float = 5.0) -> None:
         self.svc.unsubscribe(self._forward)
+        self.matches.shutdown(timeout)
         self.worker.stop(timeout)
+
+
+class MatchOverlays(QObject):
+    """The heat overlay of results: what in each result matches the current query
+    (Searcher.match_grid: one CNN pass per photo), made on one Python thread, the photo asked for
+    last first (the one just opened, the cells just scrolled into view). `grid(hit)` answers at
+    once: the grid, or None after asking for it; `ready(image_id)` fires on the GUI thread when it
+    is made. A new query (`set_query`) drops the old grids and the queue."""
+
+    ready = Signal(int)  # image id, for the current query
+    _made = Signal(int, int, object)  # query number, image id, grid (or None: could not be made)
+
+    MAX_GRIDS = 400
+    QUIET = 0.25  # s after a new query before its grids are made
+
+    def __init__(self, searcher: Searcher, parent=None):
+        super().__init__(parent)
+        self.searcher = searcher
+        self._query: tuple[int, object] | None = None  # (number, raw descriptor)
+        self._grids: OrderedDict[int, object] = OrderedDict()  # image id -> grid or None (failed)
+        self._queue: list[tuple[int, str]] = []  # (image id, path); GUI thread and worker, under _cond
+        self._cond = threading.Condition()
+        self._stop = False
+        self._quiet_until = 0.0
+        self._made.connect(self._on_made)
+        self._thread: threading.Thread | None = None
+
+    def set_query(self, raw) -> None:
+        """A new query ((C,) raw descriptor, or None: no overlay to make)."""
+        with self._cond:
+            n = self._query[0] + 1 if self._query else 1
+            self._query = (n, raw) if raw is not None else None
+            self._queue.clear()
+            self._quiet_until = time.monotonic() + self.QUIET
+        self._grids.clear()
+
+    def grid(self, hit):
+        """(H, W) float32 grid of `hit` for the current query, or None (being made, or no query)."""
+        if self._query is None:
+            return None
+        if hit.image_id in self._grids:
+            self._grids.move_to_end(hit.image_id)
+            return self._grids[hit.image_id]
+        with self._cond:
+            item = (hit.image_id, hit.path)
+            if item in self._queue:
+                self._queue.remove(item)
+            self._queue.append(item)  # newest first
+            self._cond.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="heatsearch-match-overlays", daemon=True)
+            self._thread.start()
+        return None
+
+    def made(self, hit) -> bool:
+        """Whether `hit`'s grid for the current query is made (or could not be)."""
+        return self._query is None or hit.image_id in self._grids
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stop or (self._queue and self._query is not None))
+                if self._stop:
+                    return
+                quiet = self._quiet_until - time.monotonic()
+                if quiet > 0:  # a box being dragged searches many times a second: the engine is theirs
+                    self._cond.wait(quiet)
+                    continue
+                image_id, path = self._queue.pop()
+                n, raw = self._query
+            try:
+                grid = self.searcher.match_grid(raw, path)
+            except Exception:  # noqa: BLE001 - an unreadable or vanished photo: no overlay, the photo says why
+                grid = None
+            self._made.emit(n, image_id, grid)
+
+    def _on_made(self, n: int, image_id: int, grid) -> None:
+        if self._query is None or n != self._query[0]:
+            return  # made for an earlier query
+        self._grids[image_id] = grid
+        while len(self._grids) > self.MAX_GRIDS:
+            self._grids.popitem(last=False)
+        if grid is not None:
+            self.ready.emit(image_id)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._stop = True
+            self._queue.clear()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
 
 
 def read_qimage(path: str, box: QSize | None = None) -> tuple[QImage, str]:

@@ -672,9 +672,50 @@ def test_the_viewer_zooms_with_the_plain_wheel_and_takes_ctrl_h(qtbot, window, p
     before = viewer.picture.grab().toImage()
     qtbot.keyClick(viewer.scroll, Qt.Key_H, Qt.ControlModifier)
     assert viewer.heat_check.isChecked() != heat
-    qtbot.wait(100)
-    assert viewer.picture.grab().toImage() != before  # the overlay is drawn (the trial: ticked, nothing drawn)
+    # the overlay is drawn (the trial: ticked, nothing drawn), once its grid is made
+    qtbot.waitUntil(lambda: viewer.picture.grab().toImage() != before, timeout=10000)
     viewer.close()
+
+
+def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_dir, tmp_path):
+    """(5) The overlay showed what each result's description is made of, whatever the query (the
+    trial read a warm fountain and a cool pyramid as "ignores my landmark"). A photo holding the
+    query's scene on its left and another scene on its right: with H in the viewer, the overlay is
+    warm on the left and cool on the right; with the halves swapped, the other way round."""
+    a, b = (Image.open(photo_dir / s / "img1.jpg").convert("RGB") for s in ("scene2", "scene0"))
+    for name, halves in (("pair-ab.png", (a, b)), ("pair-ba.png", (b, a))):
+        pair = Image.new("RGB", (200, 75))
+        pair.paste(halves[0], (0, 0))
+        pair.paste(halves[1], (100, 0))
+        pair.save(photo_dir / name)
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene2" / "img0.jpg")
+    names = [Path(h.path).name for h in window.results_model.hits]
+    warmer = {}
+    for name in ("pair-ab.png", "pair-ba.png"):
+        viewer = open_viewer(qtbot, window, row=names.index(name))
+        if viewer.heat_check.isChecked():
+            qtbot.keyClick(viewer.scroll, Qt.Key_H)
+        qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+        qtbot.wait(300)  # the window at its size
+        plain = viewer.picture.pixmap().toImage()
+        qtbot.keyClick(viewer.scroll, Qt.Key_H)
+        qtbot.waitUntil(lambda: viewer.picture.pixmap().toImage() != plain
+                        and viewer.picture.pixmap().size() == plain.size(), timeout=10000)
+        shown = viewer.picture.pixmap().toImage()
+
+        def rgb(img):
+            img = img.convertToFormat(img.Format.Format_RGB888)
+            return np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3] \
+                .reshape(img.height(), img.width(), 3).astype(np.float64)
+
+        # the overlay's warmth: how much it raised red against blue, on each half
+        d = rgb(shown) - rgb(plain)
+        warmth = d[..., 0] - d[..., 2]
+        half = warmth.shape[1] // 2
+        warmer[name] = float(warmth[:, :half].mean() - warmth[:, half:].mean())
+        qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
+    assert warmer["pair-ab.png"] > 15 and warmer["pair-ba.png"] < -15, warmer
 
 
 def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexing(qtbot, window, tmp_path,

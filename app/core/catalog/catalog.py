@@ -605,16 +605,6 @@ class Catalog:
             return (np.frombuffer(d.raw, np.float32).copy(),
                     np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32))
 
-    def heat_grids(self, ids, space_id: int) -> dict[int, np.ndarray]:
-        """id -> (H, W) float32 heat grid (max 1)."""
-        out = {}
-        with self._read() as s:
-            for chunk in _chunks([int(i) for i in ids], CHUNK):
-                for i, g, h, w in s.execute(select(Descriptor.image_id, Descriptor.grid, Descriptor.grid_h, Descriptor.grid_w)
-                                            .where(Descriptor.space_id == space_id, Descriptor.image_id.in_(chunk))):
-                    out[i] = np.frombuffer(g, np.float16).reshape(h, w).astype(np.float32)
-        return out
-
     # ---- reads for searches and the views ---------------------------------------------------------------
     def image_rows(self, ids) -> dict[int, dict]:
         """id -> {path, width, height, folder_id, digest, taken, size, status, sharpness, thumb,

@@ -29,7 +29,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-import numpy as np
 
 from ..catalog.catalog import Catalog
 from ..config import Settings, check_home, home_dir, models_dir
@@ -228,13 +227,6 @@ class LibraryService:
 
     def missing(self) -> list[str]:
         return self.catalog.guard(self.catalog.missing)
-
-    def heat_grids(self, ids, space: SpaceInfo | None = None) -> dict[int, np.ndarray]:
-        """id -> (H, W) float32 heat grid (max 1) for catalog ids, in one query."""
-        space = space or self._snapshot.space
-        if space is None or not len(ids):
-            return {}
-        return self.catalog.guard(self.catalog.heat_grids, ids, space.id)
 
     def image_rows(self, ids) -> dict[int, dict]:
         """id -> {path, width, height, folder_id, digest, taken, size, status} for catalog ids."""

@@ -98,7 +98,6 @@ class Hit:
     similarity: float = 0.0
     state: str = "ok"
     duplicate: bool = False  # byte-identical to the query
-    grid: np.ndarray | None = field(default=None, repr=False)  # (H, W) float32 heat grid, max 1
     copy: bool = False  # the same photo as the query, not the same file
     # One per duplicate: the other copies this result stands for (paths; not in the list)
     hidden_copies: list[str] = field(default_factory=list)
@@ -451,7 +450,6 @@ class Searcher:
               query_thumb: bytes = b"") -> list[Hit]:
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
-        grids = self.svc.heat_grids(ids[: req.top + 50], snap.space)  # the GUI paints them without a query
         # One per duplicate: each set of copies keeps the place of its best-ranked copy and shows
         # the photo Duplicates would keep (the original), unless the query's own photo is among them
         by_digest: dict[str, int] = {}  # digest -> its set
@@ -469,8 +467,7 @@ class Searcher:
             if state == "ok" and not os.path.exists(r["path"]):
                 state = "missing"
             sim = float(vec_of[i] @ q) if i in vec_of else 0.0
-            hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, duplicate=i in pinned,
-                      grid=grids.get(i))
+            hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, duplicate=i in pinned)
             # a copy of the query (resized, re-encoded) is what a person looks for first: the
             # descriptor of a resized copy can fall below other views of the scene (trial: #5)
             hit.copy = bool(query_thumb) and i not in pinned and original.match(r["thumb"], keep=False) == 0
