@@ -70,6 +70,7 @@ class MatchOverlays(QObject):
         self._queue: list[tuple[int, str]] = []  # (image id, path); GUI thread and worker, under _cond
         self._cond = threading.Condition()
         self._stop = False
+        self._n = 0
         self._quiet_until = 0.0
         self._made.connect(self._on_made)
         self._thread: threading.Thread | None = None
@@ -77,8 +78,8 @@ class MatchOverlays(QObject):
     def set_query(self, raw) -> None:
         """A new query ((C,) raw descriptor, or None: no overlay to make)."""
         with self._cond:
-            n = self._query[0] + 1 if self._query else 1
-            self._query = (n, raw) if raw is not None else None
+            self._n += 1  # grids made for an earlier query are dropped when they arrive
+            self._query = (self._n, raw) if raw is not None else None
             self._queue.clear()
             self._quiet_until = time.monotonic() + self.QUIET
         self._grids.clear()
@@ -119,9 +120,12 @@ class MatchOverlays(QObject):
                 n, raw = self._query
             try:
                 grid = self.searcher.match_grid(raw, path)
-            except Exception:  # noqa: BLE001 - an unreadable or vanished photo: no overlay, the photo says why
+            except Exception:  # noqa: BLE001 - an unreadable or vanished photo, a closed library: no overlay
                 grid = None
-            self._made.emit(n, image_id, grid)
+            with self._cond:
+                if self._stop:  # shut down meanwhile: this object may be gone
+                    return
+                self._made.emit(n, image_id, grid)
 
     def _on_made(self, n: int, image_id: int, grid) -> None:
         if self._query is None or n != self._query[0]:
