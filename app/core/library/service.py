@@ -29,7 +29,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-
 from ..catalog.catalog import Catalog
 from ..config import Settings, check_home, home_dir, models_dir
 from ..errors import Cancelled, CatalogError, HeatSearchError, InputError, ReadOnlyError
