@@ -96,6 +96,9 @@ def main():
     wait_for(win.searchFinished)
     if not win.heat_action.isChecked():
         win.heat_action.trigger()  # the heat overlay on the query and the results, as View > Heat overlay
+    hits = lambda: win.results_model.hits[:12]  # noqa: E731
+    waited = until(lambda: all(win._heat_of(h) is not None or win.bridge.matches.made(h) for h in hits()))
+    print(f"box search: the results' heat overlays made after {waited:.2f} s", flush=True)
     shoot("box-search")
     win.heat_action.trigger()
     # the filter bar, its time choices open
