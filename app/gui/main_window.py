@@ -816,7 +816,7 @@ class MainWindow(QMainWindow):
             return  # a stale answer never replaces a newer one
         self.last_result = res
         self.loader.clear_queue()
-        self.bridge.matches.set_query(res.query_raw)  # the overlay shows what matches this query
+        self.bridge.matches.set_query(res.query_raw, res.box is None)  # the overlay shows what matches this query
         self.delegate.forget()
         self.results_model.set_hits(res.hits)
         self.preview.clear()

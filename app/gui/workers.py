@@ -65,9 +65,9 @@ class MatchOverlays(QObject):
     def __init__(self, searcher: Searcher, parent=None):
         super().__init__(parent)
         self.searcher = searcher
-        self._query: tuple[int, object] | None = None  # (number, raw descriptor)
+        self._query: tuple[int, object, bool] | None = None  # (number, raw descriptor, whole photo)
         self._grids: OrderedDict[int, object] = OrderedDict()  # image id -> grid or None (failed)
-        self._queue: list[tuple[int, str]] = []  # (image id, path); GUI thread and worker, under _cond
+        self._queue: list[tuple[int, str, bool]] = []  # (image id, path, the query's photo); under _cond
         self._cond = threading.Condition()
         self._stop = False
         self._n = 0
@@ -75,11 +75,12 @@ class MatchOverlays(QObject):
         self._made.connect(self._on_made)
         self._thread: threading.Thread | None = None
 
-    def set_query(self, raw) -> None:
-        """A new query ((C,) raw descriptor, or None: no overlay to make)."""
+    def set_query(self, raw, whole: bool = True) -> None:
+        """A new query ((C,) raw descriptor, or None: no overlay to make; whole: of a whole photo,
+        not a box, so that its own file and copies show its own heat)."""
         with self._cond:
             self._n += 1  # grids made for an earlier query are dropped when they arrive
-            self._query = (self._n, raw) if raw is not None else None
+            self._query = (self._n, raw, whole) if raw is not None else None
             self._queue.clear()
             self._quiet_until = time.monotonic() + self.QUIET
         self._grids.clear()
@@ -92,7 +93,7 @@ class MatchOverlays(QObject):
             self._grids.move_to_end(hit.image_id)
             return self._grids[hit.image_id]
         with self._cond:
-            item = (hit.image_id, hit.path)
+            item = (hit.image_id, hit.path, hit.duplicate or hit.copy)
             if item in self._queue:
                 self._queue.remove(item)
             self._queue.append(item)  # newest first
@@ -116,10 +117,10 @@ class MatchOverlays(QObject):
                 if quiet > 0:  # a box being dragged searches many times a second: the engine is theirs
                     self._cond.wait(quiet)
                     continue
-                image_id, path = self._queue.pop()
-                n, raw = self._query
+                image_id, path, same = self._queue.pop()
+                n, raw, whole = self._query
             try:
-                grid = self.searcher.match_grid(raw, path)
+                grid = self.searcher.match_grid(raw, path, same and whole)
             except Exception:  # noqa: BLE001 - an unreadable or vanished photo, a closed library: no overlay
                 grid = None
             with self._cond:

@@ -20,7 +20,7 @@ def test_match_share_is_each_cells_first_order_part_in_the_score():
     x = feats.reshape(-1, c).astype(np.float64)
     w = hew_weights(feats.reshape(-1, c), mu)
     for wh in (Whitening.identity(c), learn_whitening(normalize_raw(np.abs(rng.normal(size=(50, c)))), 16)):
-        q = wh.apply(normalize_raw(np.abs(rng.normal(size=c))))[0].astype(np.float64)
+        q = wh.apply(normalize_raw(rng.normal(size=c)))[0].astype(np.float64)  # not the same photo
 
         def score(v):
             r = l2n(np.sign(v) * np.abs(v) ** 0.5)
@@ -55,5 +55,23 @@ def test_a_results_match_grid_is_warm_on_the_part_that_holds_the_query(tmp_path,
             half = g.shape[1] // 2
             lefts.append(float(g[:, :half].sum() / g.sum()))
         assert lefts[0] > 0.6 and lefts[1] < 0.4, lefts
+    finally:
+        svc.close()
+
+
+def test_the_querys_own_photo_shows_its_own_heat(tmp_path, photo_dir):
+    """(trial 9) The query's own file showed noise: the gradient of the cosine vanishes where the
+    photo's vector is the query's. As the query's photo, it gets its own make-up (the query's
+    overlay); as a result of another query, its match."""
+    svc = open_lib(tmp_path / "home")
+    try:
+        index(svc, [photo_dir])
+        searcher = Searcher(svc)
+        path = str(photo_dir / "scene2" / "img0.jpg")
+        res = searcher.search(SearchRequest(path=path, top=5))
+        own = searcher.match_grid(res.query_raw, path, same=True)
+        stored = svc.catalog.descriptor(res.hits[0].image_id, svc.snapshot().space.id)[1]
+        np.testing.assert_allclose(own, stored, atol=2e-3)  # the stored share grid (float16), max 1
+        assert not np.allclose(searcher.match_grid(res.query_raw, path), stored, atol=0.05)
     finally:
         svc.close()

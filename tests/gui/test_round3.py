@@ -716,6 +716,12 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
         warmer[name] = float(warmth[:, :half].mean() - warmth[:, half:].mean())
         qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
     assert warmer["pair-ab.png"] > 15 and warmer["pair-ba.png"] < -15, warmer
+    # (trial 9) the query's own file showed noise: it shows the query's own heat
+    viewer = open_viewer(qtbot, window, row=0)
+    own = window.results_model.hits[0]
+    assert own.duplicate and viewer.heat_check.isChecked()
+    qtbot.waitUntil(lambda: window.bridge.matches.made(own), timeout=10000)
+    np.testing.assert_allclose(window.bridge.matches.grid(own), window.query_view.weights, atol=2e-3)
 
 
 def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexing(qtbot, window, tmp_path,

@@ -260,19 +260,26 @@ class Searcher:
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
                             d.where if req.box is not None else None, plan, total, snap.generation, d.raw)
 
-    def match_grid(self, query_raw: np.ndarray, path: str) -> np.ndarray:
+    def match_grid(self, query_raw: np.ndarray, path: str, same: bool = False) -> np.ndarray:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
         photo's cells as the stored share grid lies (the heat overlay of a result): each cell's
         positive part in the cosine of the searched vectors (describe.match_share), over its
         largest. One CNN pass per photo (its map kept, LRU), on the current snapshot's model,
-        centring mean and whitening. Raises ImageError for an unreadable photo."""
+        centring mean and whitening. Raises ImageError for an unreadable photo.
+
+        same: the photo is the query's own (its file, or a copy of the whole photo): the gradient
+        of the cosine vanishes there (the trial saw noise on the query's own file), so its own
+        make-up is shown, as on the query."""
         snap = self.svc.snapshot()
         if snap.space is None:
             raise HeatSearchError("the library is not open yet")
         fm, _ = self.feature_map(SearchRequest(path=path), snap, result=True)
-        q = snap.whitening.apply(query_raw)[0]
-        m = np.maximum(match_share(fm.features, snap.mu, snap.whitening, q,
-                                   HewParams(snap.space.threshold, snap.space.z_ratio)), 0.0)
+        params = HewParams(snap.space.threshold, snap.space.z_ratio)
+        if same:
+            m = describe_features(fm.features, snap.mu, params).share
+        else:
+            m = np.maximum(match_share(fm.features, snap.mu, snap.whitening, snap.whitening.apply(query_raw)[0],
+                                       params), 0.0)
         top = float(m.max())
         return m / top if top > 0 else m
 
