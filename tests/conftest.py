@@ -73,6 +73,17 @@ def shared_photos(name: str, n: int) -> list[Path]:
     return found
 
 
+def write_pairs(photo_dir: Path, folder: Path, prefix: str = "") -> None:
+    """Two photos of `photo_dir` (see the fixture) side by side, both ways round: `prefix`ab.png holds
+    scene2 (left) and scene0 (right), `prefix`ba.png the other way round; 200x75 px, in `folder`."""
+    a, b = (Image.open(photo_dir / s / "img1.jpg").convert("RGB") for s in ("scene2", "scene0"))
+    for name, halves in (("ab.png", (a, b)), ("ba.png", (b, a))):
+        pair = Image.new("RGB", (200, 75))
+        pair.paste(halves[0], (0, 0))
+        pair.paste(halves[1], (100, 0))
+        pair.save(folder / f"{prefix}{name}")
+
+
 def write_photo(path: Path, seed: int, size=(96, 72), exif_orientation: int | None = None) -> Path:
     """A small synthetic 'photo' with structure (blocks and gradients), deterministic by seed."""
     rng = np.random.default_rng(seed)

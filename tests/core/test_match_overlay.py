@@ -1,12 +1,12 @@
 """The heat overlay of a result shows what in it matches the query (describe.match_share,
 Searcher.match_grid), not what its own description is made of."""
 import numpy as np
-from PIL import Image
 
 from app.core.aggregate.descriptor import Whitening, l2n, learn_whitening, normalize_raw
 from app.core.aggregate.hew import hew_weights
 from app.core.describe import match_share
 from app.core.pipeline.search import SearchRequest, Searcher
+from tests.conftest import write_pairs
 from tests.core.helpers import index, open_lib
 
 
@@ -42,12 +42,7 @@ def test_a_results_match_grid_is_warm_on_the_part_that_holds_the_query(tmp_path,
         searcher = Searcher(svc)
         res = searcher.search(SearchRequest(path=str(photo_dir / "scene2" / "img0.jpg"), top=5))
         assert res.query_raw is not None and res.query_raw.shape == (svc.snapshot().whitening.mean.shape[0],)
-        a, b = (Image.open(photo_dir / s / "img1.jpg").convert("RGB") for s in ("scene2", "scene0"))
-        for name, halves in (("ab.png", (a, b)), ("ba.png", (b, a))):
-            pair = Image.new("RGB", (200, 75))
-            pair.paste(halves[0], (0, 0))
-            pair.paste(halves[1], (100, 0))
-            pair.save(tmp_path / name)
+        write_pairs(photo_dir, tmp_path)
         lefts = []
         for name in ("ab.png", "ba.png"):
             g = searcher.match_grid(res.query_raw, str(tmp_path / name))

@@ -12,7 +12,7 @@ from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButton
 
 from app.core.imageio import open_oriented
-from tests.conftest import write_photo
+from tests.conftest import write_pairs, write_photo
 from tests.gui.conftest import add_and_pause, index_folder, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -682,12 +682,7 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     trial read a warm fountain and a cool pyramid as "ignores my landmark"). A photo holding the
     query's scene on its left and another scene on its right: with H in the viewer, the overlay is
     warm on the left and cool on the right; with the halves swapped, the other way round."""
-    a, b = (Image.open(photo_dir / s / "img1.jpg").convert("RGB") for s in ("scene2", "scene0"))
-    for name, halves in (("pair-ab.png", (a, b)), ("pair-ba.png", (b, a))):
-        pair = Image.new("RGB", (200, 75))
-        pair.paste(halves[0], (0, 0))
-        pair.paste(halves[1], (100, 0))
-        pair.save(photo_dir / name)
+    write_pairs(photo_dir, photo_dir, "pair-")
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene2" / "img0.jpg")
     names = [Path(h.path).name for h in window.results_model.hits]
