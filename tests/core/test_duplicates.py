@@ -385,3 +385,24 @@ def test_a_soft_camera_original_is_kept_over_its_later_small_copy(tmp_path):
     _mark_enlarged([original, copy], {}, {})
     assert not original.enlarged
     assert sorted([copy, original], key=lambda m: keep_order(m, False, False))[0] is original
+
+
+def test_an_enlargement_written_in_the_same_minute_as_its_photo_is_found(tmp_path):
+    """Trial 9: a photo and its copies written together (copied without their times, no camera
+    tags): the 3x enlargement was kept for its "most pixels", the check never ran (the files' times
+    did not show it was made later). The check is skipped only where the files show that the
+    larger one came first: older by a minute and more, or its camera's file beside a copy without."""
+    from app.core.duplicates import _mark_enlarged, keep_order
+
+    src = shared_photos("ukbench", 121)[120]
+    img = Image.open(src).convert("RGB")
+    img.save(tmp_path / "photo.jpg", quality=95)
+    img.resize((img.width * 3, img.height * 3), Image.BICUBIC).save(tmp_path / "big3x.jpg", quality=92)
+    photo = Member(1, str(tmp_path / "photo.jpg"), img.width, img.height, 1, 0.0, 1.0, 1e9)
+    big = Member(2, str(tmp_path / "big3x.jpg"), img.width * 3, img.height * 3, 1, 0.0, 1.0, 1e9 + 5)
+    _mark_enlarged([big, photo], {}, {})
+    assert big.enlarged and sorted([big, photo], key=lambda m: keep_order(m, False, False))[0] is photo
+    # the same pixels, the larger file an hour older: the files say it came first, it stays
+    older = Member(3, str(tmp_path / "big3x.jpg"), img.width * 3, img.height * 3, 1, 0.0, 1.0, 1e9 - 3600)
+    _mark_enlarged([older, photo], {}, {})
+    assert not older.enlarged
