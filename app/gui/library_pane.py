@@ -139,7 +139,7 @@ class LibraryPane(QWidget):
         item = self.folder_list.currentItem()
         answer = QMessageBox.question(
             self, "Remove this folder from the library?",
-            f"Forget {display(path)} ({item.text().splitlines()[-1]})?\n\n"
+            f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1]}.\n\n"
             "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.",
             QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Cancel)
         if answer == QMessageBox.Yes:

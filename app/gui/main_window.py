@@ -25,7 +25,7 @@ from ..core.pipeline.search import SearchRequest, SearchResult, request_from_set
 from .library_pane import LibraryPane, folder_total, plural
 from .preview import PreviewPane
 from .query_pane import QueryPane
-from .results import HitRole, ThumbnailDelegate
+from .results import HitRole, ThumbnailDelegate, copies_words
 from .results_pane import ResultsPane
 from .settings_dialog import SettingsDialog
 from .viewer import ViewerDialog, open_externally
@@ -864,6 +864,9 @@ class MainWindow(QMainWindow):
             msg = f"{shown} shown of {len(hits)}; the cut-off hides {hidden}"
         else:
             msg = f"{len(hits)} results"
+        folded = sum(len(h.hidden_copies) for h in hits if h.score >= cut)
+        if folded:  # trial 9 read copies that One per duplicate folded in as hidden by the cut-off
+            msg += f" · {copies_words(folded)} folded into their photo (One per duplicate)"
         self.results.info.setText(msg)
 
     def set_overlay(self, on: bool):

@@ -32,13 +32,16 @@ def open_viewer(qtbot, window, row=0):
     return window._viewer
 
 
-def remove_folder(qtbot, window, monkeypatch, name: str) -> None:
-    """The library folder ending in `name` clicked in the Library pane, then Remove, confirmed."""
+def remove_folder(qtbot, window, monkeypatch, name: str) -> str:
+    """The library folder ending in `name` clicked in the Library pane, then Remove, confirmed;
+    returns the question asked."""
     lib = window.library.folder_list
     row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith(name))
     qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
-    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.Yes))
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
+    return asked[0]
 
 
 def menu_action(window, text: str):
@@ -220,7 +223,9 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     viewer = open_viewer(qtbot, window)
     while "/drop/" not in viewer.hit.path:  # the viewer on a photo of the folder to remove
         qtbot.keyClick(viewer.scroll, Qt.Key_Right)
-    remove_folder(qtbot, window, monkeypatch, "drop")
+    asked = remove_folder(qtbot, window, monkeypatch, "drop")
+    # in plain words (trial 9: "Forget …/more (104 of 500 indexed (stopped))?")
+    assert asked.startswith(f"Forget {root / 'drop'}?\nIn the library: 6 photos · 1 skipped.\n"), asked
     assert not any("/drop/" in h.path for h in window.results_model.hits)
     # its photo gone, the viewer closes and says why (trial 6: it showed another photo, unsaid),
     # also once the library's new results came (trial 8: their words took the place of it)
@@ -775,6 +780,9 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     assert "also stands for 2 copies" in tip and "p0-small.png" in tip, tip
     viewer = open_viewer(qtbot, window, row=0)
     assert "(and 2 copies, One per duplicate)" in viewer.caption.text()
+    # trial 9: the count line read as if the cut-off hid them
+    assert window.results.info.text().endswith(" · 2 copies folded into their photo (One per duplicate)"), \
+        window.results.info.text()
 
 
 def test_results_shown_while_the_library_changes_are_searched_again_when_indexing_ends(qtbot, window, tmp_path):
