@@ -40,7 +40,7 @@ QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at m
 MIN_SIZE = QSize(960, 620)
 
 
-SHORTCUTS = """<table cellspacing=4>
+SHORTCUTS = """<table cellspacing=0 cellpadding=4>
 <tr><td colspan=2><b>Searching</b></td></tr>
 <tr><td>Ctrl+O</td><td>Open a photo to search with</td></tr>
 <tr><td>Ctrl+V</td><td>Search with a copied photo, file or path</td></tr>

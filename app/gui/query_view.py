@@ -14,6 +14,7 @@ from ..core.heatmap import overlay_rgba
 
 HANDLE = 7.0  # px, half-size of a resize handle
 MIN_BOX = 6.0  # px in widget space: smaller drags are clicks, not boxes
+GRACE = 16.0  # px beside the photo where a press still starts a box (at the photo's edge)
 
 
 def rgba_qimage(rgba: np.ndarray) -> QImage:
@@ -136,8 +137,11 @@ class QueryView(QWidget):
             self._drag = ("resize", corner, self.box)
         elif self.box is not None and self.to_widget_rect(self.box).contains(pos):
             self._drag = ("move", self.to_image(pos), self.box)
-        elif self.image_rect().contains(pos):
-            self._drag = ("new", pos)
+        elif self.image_rect().adjusted(-GRACE, -GRACE, GRACE, GRACE).contains(pos):
+            # a box started just beside the photo starts at its edge (trial 9: a press a few
+            # pixels outside was ignored, the drag drew nothing)
+            r = self.image_rect()
+            self._drag = ("new", QPointF(min(max(pos.x(), r.left()), r.right()), min(max(pos.y(), r.top()), r.bottom())))
 
     def mouseMoveEvent(self, e):
         pos = e.position()

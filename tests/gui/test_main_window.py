@@ -476,3 +476,23 @@ def test_a_window_closed_at_once_after_it_opened_starts_nothing(qtbot, tiny_home
     again = make_window(qtbot, tiny_home)
     again.shutdown()
     qtbot.wait(800)  # past the rescan's timer: pytest-qt fails the test on an exception in the loop
+
+
+def test_a_box_started_just_beside_the_photo_starts_at_its_edge(qtbot, window, photo_dir, tmp_path):
+    """Trial 9: a drag that began a few pixels outside the photo drew nothing."""
+    index_folder(qtbot, window, photo_dir)
+    q = write_photo(tmp_path / "q" / "query.jpg", 42, size=(200, 120))
+    search(qtbot, window, q)
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    view = window.query_view
+    r, s = view.image_rect(), view.scale()
+    p1 = QPoint(round(r.x()) - 8, round(r.y()) - 8)  # beside the top-left corner
+    p2 = QPoint(round(r.x() + 100 * s), round(r.y() + 60 * s))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mousePress(view, Qt.LeftButton, pos=p1)
+        qtbot.mouseMove(view, QPoint((p1.x() + p2.x()) // 2, (p1.y() + p2.y()) // 2))
+        qtbot.mouseMove(view, p2)
+        qtbot.mouseRelease(view, Qt.LeftButton, pos=p2)
+    box = window.last_request.box
+    assert box is not None and box[0] <= 1.5 / s + 1 and box[1] <= 1.5 / s + 1, box
+    assert abs(box[2] - 100) <= 1.5 / s + 1 and abs(box[3] - 60) <= 1.5 / s + 1, box
