@@ -104,10 +104,33 @@ class Member:
         return 0 if ext in RAW_FORMATS else 1 if ext in CAMERA_FORMATS else 2
 
 
-def keep_order(m: Member, added_border: bool, cropped: bool) -> tuple:
-    """Sort key: the original first."""
-    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank, _minute(m.mtime),
-            -m.size, -m.sharpness, m.path)
+def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = False) -> tuple:
+    """Sort key: the original first. turned: the photo is turned or mirrored against most of its
+    group (`turned_from_most`)."""
+    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank, turned,
+            _minute(m.mtime), -m.size, -m.sharpness, m.path)
+
+
+def turned_from_most(thumbs: list[bytes]) -> list[bool]:
+    """Which photos of a group (their `thumb` bytes; b"": unknown) are turned or mirrored against
+    the orientation most of them share; none when no orientation has the most. Trial 9: a mirrored
+    copy re-saved larger was kept over the original (the same pixels, the same minute), and the
+    original and its three other copies were called "mirrored"."""
+    known = [i for i, t in enumerate(thumbs) if t]
+    out = [False] * len(thumbs)
+    if len(known) < 3:
+        return out
+    ref = thumbs[known[0]]
+    ncc, _ = frame_scores([ref] * len(known), [thumbs[i] for i in known])
+    best = ncc.argmax(1)
+    ks = np.where(ncc[:, 0] >= ncc[np.arange(len(known)), best] - 0.005, 0, best)  # a symmetric photo is not turned
+    values, counts = np.unique(ks, return_counts=True)
+    order = np.argsort(-counts)
+    if len(values) > 1 and counts[order[0]] == counts[order[1]]:
+        return out
+    for i, k in zip(known, ks):
+        out[i] = bool(k != values[order[0]])
+    return out
 
 
 def _minute(mtime: float) -> float:
@@ -117,7 +140,7 @@ def _minute(mtime: float) -> float:
     return mtime // 60 if mtime else float("inf")
 
 
-def kept_because(best: Member, other: Member, best_flags=(False, False), other_flags=(False, False)) -> str:
+def kept_because(best: Member, other: Member, best_flags=(False, False, False), other_flags=(False, False, False)) -> str:
     """The rule of `keep_order` that put `best` before `other`, in words."""
     if best_flags[0] != other_flags[0]:
         return "no border added"
@@ -131,6 +154,8 @@ def kept_because(best: Member, other: Member, best_flags=(False, False), other_f
         return f"the camera's file ({best.camera})"
     if best.format_rank != other.format_rank:
         return f"the original format ({os.path.splitext(best.path)[1].lower() or 'no extension'})"
+    if best_flags[2:] != other_flags[2:]:
+        return "turned as most of its copies"
     if _minute(best.mtime) != _minute(other.mtime):
         return f"the oldest file ({time.strftime('%Y-%m-%d %H:%M', time.localtime(best.mtime))})"
     if best.size != other.size:
@@ -510,7 +535,9 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlar
             continue
         _mark_enlarged(ms, crop_of, enlarged)
         least = min(m.border for m in ms)
-        flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of) for m in ms}
+        turned = dict(zip([m.image_id for m in ms],
+                          turned_from_most([b"" if m.image_id in crop_of else rows[m.image_id][9] for m in ms])))
+        flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of, turned[m.image_id]) for m in ms}
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]
         keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
@@ -577,4 +604,5 @@ def keeper(rows: list[dict], answers: dict) -> int:
                  (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0)) for i, r in enumerate(rows)]
     _mark_enlarged(ms, {}, answers)
     least = min(m.border for m in ms)
-    return min(ms, key=lambda m: keep_order(m, m.border > least + BORDER_ADDED, False)).image_id
+    turned = turned_from_most([r.get("thumb") or b"" for r in rows])
+    return min(ms, key=lambda m: keep_order(m, m.border > least + BORDER_ADDED, False, turned[m.image_id])).image_id

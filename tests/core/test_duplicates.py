@@ -406,3 +406,35 @@ def test_an_enlargement_written_in_the_same_minute_as_its_photo_is_found(tmp_pat
     older = Member(3, str(tmp_path / "big3x.jpg"), img.width * 3, img.height * 3, 1, 0.0, 1.0, 1e9 - 3600)
     _mark_enlarged([older, photo], {}, {})
     assert not older.enlarged
+
+
+def test_trial_9s_copies_keep_the_original_and_name_each_copy(tmp_path):
+    """Trial 9: a photo copied without its time, then a quality-30 copy, a 1/3 copy, a mirrored
+    copy (re-saved larger) and a 3x enlargement, all in the same minute, no camera tags. The
+    enlargement was kept ("most pixels"), then, with it found, the mirrored copy ("largest file"),
+    and the original and the other copies read "mirrored". The original is kept; each copy is
+    named for what it is."""
+    import shutil
+
+    src = shared_photos("distractors", 1)[0]
+    d = tmp_path / "life"
+    d.mkdir()
+    shutil.copy(src, d / "photo.jpg")
+    img = Image.open(d / "photo.jpg").convert("RGB")
+    img.save(d / "copy_q30.jpg", quality=30)
+    img.resize((img.width // 3, img.height // 3), Image.LANCZOS).save(d / "copy_small.jpg", quality=85)
+    img.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(d / "copy_mirror.jpg", quality=98)
+    img.resize((img.width * 3, img.height * 3), Image.BICUBIC).save(d / "copy_big3x.jpg", quality=90)
+    assert (d / "copy_mirror.jpg").stat().st_size > (d / "photo.jpg").stat().st_size
+    svc = open_lib(tmp_path / "home")
+    try:
+        index(svc, [d])
+        groups = find_duplicates(svc)
+        assert len(groups) == 1
+        words = {Path(m.path).name: (m.relation or "keep", m.reason) for m in groups[0].members}
+        assert words["photo.jpg"][0] == "keep", words
+        assert words["copy_q30.jpg"][0] == "reencoded" and words["copy_mirror.jpg"][0] == "turned", words
+        assert "resized to 33 %" in words["copy_small.jpg"][1] and "mirrored" not in words["copy_small.jpg"][1], words
+        assert "enlarged to 300 %" in words["copy_big3x.jpg"][1] and "mirrored" not in words["copy_big3x.jpg"][1], words
+    finally:
+        svc.close()
