@@ -816,7 +816,8 @@ class MainWindow(QMainWindow):
             return  # a stale answer never replaces a newer one
         self.last_result = res
         self.loader.clear_queue()
-        self.bridge.matches.set_query(res.query_raw, res.box is None)  # the overlay shows what matches this query
+        # the overlay shows what matches this query; its own photo and copies, its own heat
+        self.bridge.matches.set_query(res.query_raw, res.query_weights if res.box is None else None)
         self.delegate.forget()
         self.results_model.set_hits(res.hits)
         self.preview.clear()

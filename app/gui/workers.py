@@ -17,7 +17,7 @@ from PySide6.QtGui import QImage, QImageReader
 
 from ..core.imageio import EXTENSIONS, decode
 from ..core.library.service import Event, LibraryService
-from ..core.pipeline.search import SearchRequest, Searcher, SearchWorker
+from ..core.pipeline.search import SearchRequest, Searcher, SearchWorker, on_copy
 
 JPEG_FORMATS = {".jpg", ".jpeg", ".jpe"}
 
@@ -65,9 +65,10 @@ class MatchOverlays(QObject):
     def __init__(self, searcher: Searcher, parent=None):
         super().__init__(parent)
         self.searcher = searcher
-        self._query: tuple[int, object, bool] | None = None  # (number, raw descriptor, whole photo)
+        self._query: tuple[int, object] | None = None  # (number, raw descriptor)
+        self._own = None  # (H, W) grid of a whole-photo query
         self._grids: OrderedDict[int, object] = OrderedDict()  # image id -> grid or None (failed)
-        self._queue: list[tuple[int, str, bool]] = []  # (image id, path, the query's photo); under _cond
+        self._queue: list[tuple[int, str]] = []  # (image id, path); GUI thread and worker, under _cond
         self._cond = threading.Condition()
         self._stop = False
         self._n = 0
@@ -75,12 +76,15 @@ class MatchOverlays(QObject):
         self._made.connect(self._on_made)
         self._thread: threading.Thread | None = None
 
-    def set_query(self, raw, whole: bool = True) -> None:
-        """A new query ((C,) raw descriptor, or None: no overlay to make; whole: of a whole photo,
-        not a box, so that its own file and copies show its own heat)."""
+    def set_query(self, raw, own=None) -> None:
+        """A new query ((C,) raw descriptor, or None: no overlay to make; own: the (H, W) heat
+        grid of a whole-photo query, which its own file and its copies show, turned as each lies:
+        the gradient of the cosine vanishes on them, and trial 10 saw the copy at a third of the
+        size warm elsewhere)."""
         with self._cond:
             self._n += 1  # grids made for an earlier query are dropped when they arrive
-            self._query = (self._n, raw, whole) if raw is not None else None
+            self._query = (self._n, raw) if raw is not None else None
+            self._own = own
             self._queue.clear()
             self._quiet_until = time.monotonic() + self.QUIET
         self._grids.clear()
@@ -92,8 +96,11 @@ class MatchOverlays(QObject):
         if hit.image_id in self._grids:
             self._grids.move_to_end(hit.image_id)
             return self._grids[hit.image_id]
+        if self._own is not None and (hit.duplicate or hit.copy):  # the query's own photo: its own heat
+            self._grids[hit.image_id] = on_copy(self._own, hit.turn if hit.copy else 0)
+            return self._grids[hit.image_id]
         with self._cond:
-            item = (hit.image_id, hit.path, hit.duplicate or hit.copy)
+            item = (hit.image_id, hit.path)
             if item in self._queue:
                 self._queue.remove(item)
             self._queue.append(item)  # newest first
@@ -117,10 +124,10 @@ class MatchOverlays(QObject):
                 if quiet > 0:  # a box being dragged searches many times a second: the engine is theirs
                     self._cond.wait(quiet)
                     continue
-                image_id, path, same = self._queue.pop()
-                n, raw, whole = self._query
+                image_id, path = self._queue.pop()
+                n, raw = self._query
             try:
-                grid = self.searcher.match_grid(raw, path, same and whole)
+                grid = self.searcher.match_grid(raw, path)
             except Exception:  # noqa: BLE001 - an unreadable or vanished photo, a closed library: no overlay
                 grid = None
             with self._cond:

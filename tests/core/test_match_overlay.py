@@ -54,19 +54,26 @@ def test_a_results_match_grid_is_warm_on_the_part_that_holds_the_query(tmp_path,
         svc.close()
 
 
-def test_the_querys_own_photo_shows_its_own_heat(tmp_path, photo_dir):
-    """(trial 9) The query's own file showed noise: the gradient of the cosine vanishes where the
-    photo's vector is the query's. As the query's photo, it gets its own make-up (the query's
-    overlay); as a result of another query, its match."""
+def test_the_querys_copies_show_its_heat_turned_as_they_lie(tmp_path, photo_dir):
+    """(trials 9 and 10) The query's own file showed noise (the gradient of the cosine vanishes
+    where the photo's vector is the query's), its copy at a third of the size warm elsewhere. Its
+    own file and its copies show the query's heat, turned as each lies (Hit.turn, on_copy)."""
+    from PIL import Image
+
+    from app.core.pipeline.search import on_copy
+
+    src = photo_dir / "scene2" / "img0.jpg"
+    img = Image.open(src).convert("RGB")
+    img.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(photo_dir / "scene2" / "mirrored.png")
+    img.transpose(Image.Transpose.ROTATE_90).save(photo_dir / "scene2" / "turned.png")
     svc = open_lib(tmp_path / "home")
     try:
         index(svc, [photo_dir])
-        searcher = Searcher(svc)
-        path = str(photo_dir / "scene2" / "img0.jpg")
-        res = searcher.search(SearchRequest(path=path, top=5))
-        own = searcher.match_grid(res.query_raw, path, same=True)
-        stored = svc.catalog.descriptor(res.hits[0].image_id, svc.snapshot().space.id)[1]
-        np.testing.assert_allclose(own, stored, atol=2e-3)  # the stored share grid (float16), max 1
-        assert not np.allclose(searcher.match_grid(res.query_raw, path), stored, atol=0.05)
+        res = Searcher(svc).search(SearchRequest(path=str(src), top=6))
+        hits = {h.path.rsplit("/", 1)[-1]: h for h in res.hits}
+        assert hits["img0.jpg"].duplicate and hits["mirrored.png"].copy and hits["turned.png"].copy
+        w = res.query_weights
+        np.testing.assert_array_equal(on_copy(w, hits["mirrored.png"].turn), w[:, ::-1])
+        np.testing.assert_array_equal(on_copy(w, hits["turned.png"].turn), np.rot90(w))  # PIL's ROTATE_90: left
     finally:
         svc.close()

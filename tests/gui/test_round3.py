@@ -688,6 +688,8 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     query's scene on its left and another scene on its right: with H in the viewer, the overlay is
     warm on the left and cool on the right; with the halves swapped, the other way round."""
     write_pairs(photo_dir, photo_dir, "pair-")
+    Image.open(photo_dir / "scene0" / "img1.jpg").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(
+        photo_dir / "scene0" / "img1-mirrored.png")
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene2" / "img0.jpg")
     names = [Path(h.path).name for h in window.results_model.hits]
@@ -722,6 +724,15 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     assert own.duplicate and viewer.heat_check.isChecked()
     qtbot.waitUntil(lambda: window.bridge.matches.made(own), timeout=10000)
     np.testing.assert_allclose(window.bridge.matches.grid(own), window.query_view.weights, atol=2e-3)
+    # (trial 10) and a copy, turned as it lies
+    qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
+    search(qtbot, window, photo_dir / "scene0" / "img1.jpg")
+    names = [Path(h.path).name for h in window.results_model.hits]
+    mirrored = window.results_model.hits[names.index("img1-mirrored.png")]
+    viewer = open_viewer(qtbot, window, row=names.index("img1-mirrored.png"))
+    assert mirrored.copy and viewer.heat_check.isChecked()
+    qtbot.waitUntil(lambda: window.bridge.matches.made(mirrored), timeout=10000)
+    np.testing.assert_allclose(window.bridge.matches.grid(mirrored), window.query_view.weights[:, ::-1], atol=2e-3)
 
 
 def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexing(qtbot, window, tmp_path,

@@ -29,7 +29,7 @@ from ..library import paths
 from ..library.snapshot import Shortlist
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
-from ..signature import content_of, thumb
+from ..signature import content_of, frame_scores, orient, thumb
 
 __all__ = ["Filters", "SearchRequest", "SearchResult", "Searcher", "SearchWorker", "Hit", "request_from_settings"]
 
@@ -101,6 +101,7 @@ class Hit:
     copy: bool = False  # the same photo as the query, not the same file
     # One per duplicate: the other copies this result stands for (paths; not in the list)
     hidden_copies: list[str] = field(default_factory=list)
+    turn: int = 0  # a copy: signature.ORIENTATIONS[turn] turns it onto the query (the query's heat onto it: `on_copy`)
 
 
 @dataclass
@@ -260,26 +261,19 @@ class Searcher:
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
                             d.where if req.box is not None else None, plan, total, snap.generation, d.raw)
 
-    def match_grid(self, query_raw: np.ndarray, path: str, same: bool = False) -> np.ndarray:
+    def match_grid(self, query_raw: np.ndarray, path: str) -> np.ndarray:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
         photo's cells as the stored share grid lies (the heat overlay of a result): each cell's
         positive part in the cosine of the searched vectors (describe.match_share), over its
         largest. One CNN pass per photo (its map kept, LRU), on the current snapshot's model,
-        centring mean and whitening. Raises ImageError for an unreadable photo.
-
-        same: the photo is the query's own (its file, or a copy of the whole photo): the gradient
-        of the cosine vanishes there (the trial saw noise on the query's own file), so its own
-        make-up is shown, as on the query."""
+        centring mean and whitening. Raises ImageError for an unreadable photo. (The query's own
+        file and its copies show the query's own grid instead: `Hit.turn`.)"""
         snap = self.svc.snapshot()
         if snap.space is None:
             raise HeatSearchError("the library is not open yet")
         fm, _ = self.feature_map(SearchRequest(path=path), snap, result=True)
         params = HewParams(snap.space.threshold, snap.space.z_ratio)
-        if same:
-            m = describe_features(fm.features, snap.mu, params).share
-        else:
-            m = np.maximum(match_share(fm.features, snap.mu, snap.whitening, snap.whitening.apply(query_raw)[0],
-                                       params), 0.0)
+        m = np.maximum(match_share(fm.features, snap.mu, snap.whitening, snap.whitening.apply(query_raw)[0], params), 0.0)
         top = float(m.max())
         return m / top if top > 0 else m
 
@@ -478,6 +472,8 @@ class Searcher:
             # a copy of the query (resized, re-encoded) is what a person looks for first: the
             # descriptor of a resized copy can fall below other views of the scene (trial: #5)
             hit.copy = bool(query_thumb) and i not in pinned and original.match(r["thumb"], keep=False) == 0
+            if hit.copy:
+                hit.turn = copy_turn(query_thumb, r["thumb"])
             if req.hide_duplicates:
                 k = by_digest.get(r["digest"]) if r["digest"] else None
                 if k is None:
@@ -505,6 +501,20 @@ class Searcher:
             for n, h in enumerate(hits):
                 h.rank = n + 1
         return hits
+
+
+def copy_turn(query_thumb: bytes, copy_thumb: bytes) -> int:
+    """k such that signature.ORIENTATIONS[k] turns a copy (its `thumb`) onto the query; 0 where
+    the photo looks the same turned (symmetric)."""
+    ncc, _ = frame_scores([query_thumb], [copy_thumb])
+    k = int(np.argmax(ncc[0]))
+    return 0 if ncc[0, 0] >= ncc[0, k] - 0.005 else k
+
+
+def on_copy(grid: np.ndarray, turn: int) -> np.ndarray:
+    """The query's (H, W) grid as it lies on a copy that ORIENTATIONS[turn] turns onto the query:
+    turned the other way (the 90° turns are each other's inverse; the rest their own)."""
+    return np.ascontiguousarray(orient(grid, {5: 6, 6: 5}.get(turn, turn)))
 
 
 def _with_box(req: SearchRequest, box) -> SearchRequest:
