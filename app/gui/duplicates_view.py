@@ -247,11 +247,12 @@ class DuplicatesDialog(QDialog):
         else:
             with open(target, "w", newline="") as fh:
                 w = csv.writer(fh)
-                w.writerow(["group", "kind", "keep", "relation", "similarity", "width", "height", "bytes", "path"])
+                # the dialog's own words in `reason` (trial 10: the CSV said "turned" for mirrored)
+                w.writerow(["group", "kind", "keep", "relation", "reason", "similarity", "width", "height", "bytes", "path"])
                 for r in records:
                     for m in r["members"]:
-                        w.writerow([r["group"], r["kind"], "yes" if m["keep"] else "", m["relation"], m["similarity"],
-                                    m["width"], m["height"], m["bytes"], display(m["path"])])
+                        w.writerow([r["group"], r["kind"], "yes" if m["keep"] else "", m["relation"], m["reason"],
+                                    m["similarity"], m["width"], m["height"], m["bytes"], display(m["path"])])
         self.done_note.setText(f"Saved {plural(len(records), 'group')} to {os.path.basename(target)}")
         self.done_note.setToolTip(display(target))
         return target

@@ -272,9 +272,9 @@ class MainWindow(QMainWindow):
         # each with its letter (Alt+F, then it; trial 8: only the View menu had them)
         for label, key, slot in (("&Add folder…", None, self.choose_folder), ("&Open photo…", QKeySequence.Open, self.open_query_dialog),
                                  ("&Paste photo", QKeySequence.Paste, self.paste_query),
-                                 ("Open &shared library…", None, self.open_shared_library),
+                                 ("Open s&hared library…", None, self.open_shared_library),
                                  ("Open this &computer's library", None, lambda: self.switch_library(None)),
-                                 ("Se&ttings…", QKeySequence.Preferences, self.open_settings),
+                                 ("&Settings…", QKeySequence.Preferences, self.open_settings),  # S (trial 10)
                                  ("&Quit", QKeySequence.Quit, self.close)):
             act = QAction(label, self)
             text = label.replace("&", "")
@@ -866,9 +866,12 @@ class MainWindow(QMainWindow):
         else:
             msg = f"{len(hits)} results"
         folded = sum(len(h.hidden_copies) for h in hits if h.score >= cut)
-        if folded:  # trial 9 read copies that One per duplicate folded in as hidden by the cut-off
-            msg += f" · {copies_words(folded)} folded into their photo (One per duplicate)"
+        if folded:  # trial 9 read copies that One per duplicate folded in as hidden by the cut-off;
+            # short: the line is cut at 1366 px (trial 10)
+            msg += f"; {copies_words(folded)} folded in"
         self.results.info.setText(msg)
+        self.results.info.setToolTip(f"One per duplicate shows one photo of each set of copies: {copies_words(folded)} "
+                                     "are folded into their photo's tile (+N on it)" if folded else "")
 
     def set_overlay(self, on: bool):
         self.query.set_heat(on)
@@ -1044,7 +1047,9 @@ class MainWindow(QMainWindow):
     def reindex_estimate(self, new: Settings | None = None) -> str:
         """The photo count and the time a re-index takes here: from the last run's rate (scaled by
         the new photo size's pixels), else from the engine's measured rate (README: "Speed")."""
-        n = self.svc.stats().get("indexed", 0) + self.svc.stats().get("failed", 0)
+        stats = self.svc.stats()
+        indexed, failed = stats.get("indexed", 0), stats.get("failed", 0)
+        n = indexed + failed  # the skipped files are tried again
         rate = self.last_rate or float(self.ui_settings.value("last_rate", 0) or 0) or ESTIMATED_RATE
         if new is not None:
             rate *= (self.svc.settings.max_side / new.max_side) ** 2
@@ -1052,7 +1057,9 @@ class MainWindow(QMainWindow):
         if new is not None and new.precision == "int8" and self.svc.settings.precision != "int8":
             s += 30  # tuning the 8-bit model first: 11-14 s in the benchmark, 28 s in a trial beside a search
         when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
-        return f"{plural(n, 'photo')}, {when} on this computer"
+        # the library pane's count, and the files it skipped apart (trial 10: "841 photos" for 840)
+        skipped = f" and {plural(failed, 'file')} it could not read" if failed else ""
+        return f"{plural(indexed, 'photo')}{skipped}, {when} on this computer"
 
     def apply_settings(self, new: Settings, confirm: bool = True) -> bool:
         """A model whose weights are missing is refused with the field to use (nothing changes); a

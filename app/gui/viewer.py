@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QScrollArea,
                                QSizePolicy, QVBoxLayout)
@@ -146,7 +146,9 @@ class ViewerDialog(QDialog):
         """Zoom in or out from what is shown (from the fitted size when fitted); `anchor` (a point
         of the scroll area's viewport, the mouse's) keeps the part of the photo under it in place
         (the wheel zoomed about the photo's top-left corner)."""
-        at = self._photo_point(anchor) if anchor is not None else None
+        if anchor is None:  # the keys zoom about the middle of what is shown (trial 10: the top-left corner)
+            anchor = self.scroll.viewport().rect().center()
+        at = self._photo_point(anchor)
         img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
         if self.fit:
             vp = self.scroll.viewport().size()
@@ -162,8 +164,11 @@ class ViewerDialog(QDialog):
         self._render()
         pm = self.picture.pixmap()
         if at is not None and pm is not None and not pm.isNull():
-            self.scroll.horizontalScrollBar().setValue(round(at[0] * pm.width() - anchor.x()))
-            self.scroll.verticalScrollBar().setValue(round(at[1] * pm.height() - anchor.y()))
+            # once the scroll area has taken the picture's new size (its bars' ranges follow a
+            # layout pass: set now, the first zoom from the fitted photo stayed at the top-left)
+            QTimer.singleShot(0, lambda: (
+                self.scroll.horizontalScrollBar().setValue(round(at[0] * pm.width() - anchor.x())),
+                self.scroll.verticalScrollBar().setValue(round(at[1] * pm.height() - anchor.y()))))
 
     def _photo_point(self, anchor: QPoint) -> tuple[float, float] | None:
         """Where `anchor` (viewport pixels) lies on the photo shown, as fractions of its width and

@@ -78,6 +78,16 @@ def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window
     assert viewer.row == 1
     qtbot.keyClick(viewer.scroll, Qt.Key_Plus)
     assert not viewer.fit and "%" in viewer.caption.text()
+    viewer.resize(420, 320)  # a small window: the zoomed photo scrolls
+    qtbot.keyClick(viewer.scroll, Qt.Key_F)  # fitted to it
+    from app.gui.viewer import VIEWER_LOAD
+    qtbot.waitUntil(lambda: viewer.loader.get(viewer.hit.path, VIEWER_LOAD) is not None, timeout=10000)
+    assert viewer.fit
+    qtbot.keyClick(viewer.scroll, Qt.Key_Plus)  # about the middle of what is shown (trial 10: the top-left corner)
+    qtbot.wait(50)
+    bars = [b for b in (viewer.scroll.horizontalScrollBar(), viewer.scroll.verticalScrollBar()) if b.maximum() > 0]
+    assert bars and all(abs(b.value() - b.maximum() / 2) <= 0.1 * b.maximum() + 2 for b in bars), \
+        [(b.value(), b.maximum()) for b in bars]
     qtbot.keyClick(viewer.scroll, Qt.Key_H)
     assert viewer.heat_check.isChecked() and viewer.heat_check.text() == "Heat overlay"
     viewer.close()
@@ -141,6 +151,11 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(target), "CSV (*.csv)")))
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)
     assert target.exists() and "p0-copy.png" in target.read_text()
+    # the dialog's words in the list (trial 10: "turned" for a mirrored copy, no reason)
+    import csv
+    rows = list(csv.DictReader(target.open()))
+    assert {r["reason"] for r in rows if r["path"].endswith("p0-copy.png")} == {"the same file (identical bytes)"}
+    assert any(r["reason"].startswith("the same photo rotated") for r in rows if r["path"].endswith("p1-turned.png"))
     assert dlg.done_note.text() == "Saved 2 groups to list.csv"  # the person sees that it was written
     monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(tmp_path / "no" / "x.csv"), "")))
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)  # a folder that does not exist: one line, no traceback
@@ -792,8 +807,8 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     viewer = open_viewer(qtbot, window, row=0)
     assert "(and 2 copies, One per duplicate)" in viewer.caption.text()
     # trial 9: the count line read as if the cut-off hid them
-    assert window.results.info.text().endswith(" · 2 copies folded into their photo (One per duplicate)"), \
-        window.results.info.text()
+    assert window.results.info.text().endswith("; 2 copies folded in"), window.results.info.text()
+    assert "2 copies are folded into their photo's tile" in window.results.info.toolTip()
 
 
 def test_results_shown_while_the_library_changes_are_searched_again_when_indexing_ends(qtbot, window, tmp_path):
@@ -1302,6 +1317,14 @@ def test_the_menus_items_are_reached_by_their_letters(qtbot, window):
     qtbot.waitUntil(lambda: getattr(window, "_keys_dialog", None) is not None and window._keys_dialog.isVisible(),
                     timeout=3000)
     window._keys_dialog.close()
+    # Alt+F then S: Settings (trial 10: it opened the shared library's question)
+    opened = []
+    when_modal(lambda dlg: (opened.append(dlg.windowTitle()), dlg.reject()))
+    qtbot.keyClick(window, Qt.Key_F, Qt.AltModifier)
+    qtbot.waitUntil(lambda: QApplication.activePopupWidget() is not None, timeout=3000)
+    qtbot.keyClick(QApplication.activePopupWidget(), Qt.Key_S)
+    qtbot.waitUntil(lambda: bool(opened), timeout=5000)
+    assert "settings" in opened[0].lower(), opened
     for menu in (a.menu() for a in window.menuBar().actions()):
         letters = [a.text().split("&")[1][0].lower() for a in menu.actions() if not a.isSeparator()]
         assert len(set(letters)) == len(letters), letters  # each item its own letter
@@ -1341,3 +1364,15 @@ def test_a_viewer_closed_by_the_cutoff_is_not_said_again_by_a_later_search(qtbot
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
     assert window.status_label.text().startswith("Search took") and "viewer" not in window.status_label.text()
+
+
+def test_the_re_index_question_counts_photos_as_the_library_pane_does(qtbot, window, photo_dir, monkeypatch):
+    """Trial 10: "841 photos" where the library pane said 840 (and 1 skipped)."""
+    from dataclasses import replace
+
+    (photo_dir / "broken.jpg").write_bytes(b"not a photo")
+    index_folder(qtbot, window, photo_dir)
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.No))
+    assert not window.apply_settings(replace(window.svc.settings, max_side=96))
+    assert "(12 photos and 1 file it could not read, about" in asked[0], asked
