@@ -56,8 +56,11 @@ def match_share(features: np.ndarray, mu: np.ndarray | None, whitening, query: n
     """How much each cell of one (H, W, C) map makes this photo like the query: (H, W) float32,
     each cell's part of the sum (w_l X_l) times the gradient of the score (the cosine of `query`,
     (D,) unit vector in the searched space of `whitening`, and this photo's searched vector) with
-    respect to the sum: the first-order share of each cell in the score. Negative where a cell
-    pulls the photo away from the query (the match overlay shows the positive part)."""
+    respect to the sum: how much the score rises as the sum moves along that cell's term. The
+    cosine does not change with the sum's length, so the terms add up to 0: a cell is positive
+    where it pulls the photo toward the query beyond what the photo already is, negative where it
+    pulls away (the match overlay shows the positive part). Vanishes as the photo's vector nears
+    the query's (copies of the query show its own grid instead: search.on_copy)."""
     h, w, c = features.shape
     x = features.reshape(h * w, c).astype(np.float64)
     wts = np.ones(h * w) if suma or mu is None else hew_weights(features.reshape(h * w, c), mu, params.threshold,

@@ -107,8 +107,8 @@ class Member:
 def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = False) -> tuple:
     """Sort key: the original first. turned: the photo is turned or mirrored against most of its
     group (`turned_from_most`)."""
-    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank, turned,
-            _minute(m.mtime), -m.size, -m.sharpness, m.path)
+    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank,
+            _minute(m.mtime), turned, -m.size, -m.sharpness, m.path)
 
 
 def turned_from_most(thumbs: list[bytes]) -> list[bool]:
@@ -154,10 +154,10 @@ def kept_because(best: Member, other: Member, best_flags=(False, False, False), 
         return f"the camera's file ({best.camera})"
     if best.format_rank != other.format_rank:
         return f"the original format ({os.path.splitext(best.path)[1].lower() or 'no extension'})"
-    if best_flags[2:] != other_flags[2:]:
-        return "turned as most of its copies"
     if _minute(best.mtime) != _minute(other.mtime):
         return f"the oldest file ({time.strftime('%Y-%m-%d %H:%M', time.localtime(best.mtime))})"
+    if best_flags[2:] != other_flags[2:]:
+        return "turned as most of its copies"
     if best.size != other.size:
         return f"largest file ({best.size / 1e6:.1f} MB)" if best.size >= 1e6 else f"largest file ({best.size / 1e3:.0f} KB)"
     if best.sharpness != other.sharpness:
@@ -469,8 +469,14 @@ def _made_from(big: Member, small: Member) -> bool:
     files hold less detail than their pixels) next to its later, smaller web copy looks enlarged
     to the pixels alone (a reviewer's blurred Paris photo and its 6x smaller copy: residual
     0.11-0.13). Where the files tell nothing (trial 9: a photo and its copies written in the same
-    minute, no camera tags), the pixels decide: a 3x enlargement was kept for its pixels."""
-    return not (big.mtime + 60 < small.mtime or (bool(big.camera) and not small.camera))
+    minute, no camera tags), the pixels decide: a 3x enlargement was kept for its pixels. Where
+    both name a camera (an export keeps the tags), the larger must be the later by a minute, as
+    before: a soft original beside its export copied in the same minute is not judged by pixels."""
+    if big.mtime + 60 < small.mtime or (big.camera and not small.camera):
+        return False
+    if big.camera and small.camera:
+        return small.mtime + 60 < big.mtime
+    return True
 
 
 def _member(row) -> Member:

@@ -110,8 +110,8 @@ class DuplicatesDialog(QDialog):
         self._why_delegate = WrapWords(self.tree)
         self.tree.setItemDelegateForColumn(3, self._why_delegate)
         self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
-                             "not enlarged, most pixels, the camera's file, the original format, turned as most of its copies, "
-                             "the oldest file, the largest file")
+                             "not enlarged, most pixels, the camera's file, the original format, the oldest file, "
+                             "turned as most of its copies, the largest file")
         v.addWidget(self.tree, 1)
         buttons = QHBoxLayout()
         self.reveal_btn = QPushButton("Show in folder")

@@ -817,7 +817,8 @@ class MainWindow(QMainWindow):
         self.last_result = res
         self.loader.clear_queue()
         # the overlay shows what matches this query; its own photo and copies, its own heat
-        self.bridge.matches.set_query(res.query_raw, res.query_weights if res.box is None else None)
+        self.bridge.matches.set_query(res.query_raw, res.query_weights if res.box is None else None, res.query_size,
+                                      res.generation)
         self.delegate.forget()
         self.results_model.set_hits(res.hits)
         self.preview.clear()

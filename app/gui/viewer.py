@@ -164,11 +164,14 @@ class ViewerDialog(QDialog):
         self._render()
         pm = self.picture.pixmap()
         if at is not None and pm is not None and not pm.isNull():
-            # once the scroll area has taken the picture's new size (its bars' ranges follow a
-            # layout pass: set now, the first zoom from the fitted photo stayed at the top-left)
-            QTimer.singleShot(0, lambda: (
-                self.scroll.horizontalScrollBar().setValue(round(at[0] * pm.width() - anchor.x())),
-                self.scroll.verticalScrollBar().setValue(round(at[1] * pm.height() - anchor.y()))))
+            def place():
+                self.scroll.horizontalScrollBar().setValue(round(at[0] * pm.width() - anchor.x()))
+                self.scroll.verticalScrollBar().setValue(round(at[1] * pm.height() - anchor.y()))
+
+            place()
+            # and again once the scroll area has taken the picture's new size: the bars' ranges
+            # follow a layout pass, and the first zoom from the fitted photo stayed at the top-left
+            QTimer.singleShot(0, self, place)  # dropped with the dialog
 
     def _photo_point(self, anchor: QPoint) -> tuple[float, float] | None:
         """Where `anchor` (viewport pixels) lies on the photo shown, as fractions of its width and

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from PySide6.QtCore import QBuffer, QByteArray, QObject, QRunnable, QSize, Qt, QThreadPool, Signal
 from PySide6.QtGui import QImage, QImageReader
 
+from ..core.errors import ImageError, InputError
 from ..core.imageio import EXTENSIONS, decode
 from ..core.library.service import Event, LibraryService
 from ..core.pipeline.search import SearchRequest, Searcher, SearchWorker, on_copy
@@ -57,7 +58,7 @@ class MatchOverlays(QObject):
     is made. A new query (`set_query`) drops the old grids and the queue."""
 
     ready = Signal(int)  # image id, for the current query
-    _made = Signal(int, int, object)  # query number, image id, grid (or None: could not be made)
+    _made = Signal(int, int, object, bool)  # query number, image id, grid (None: not made), whether for good
 
     MAX_GRIDS = 400
     QUIET = 0.25  # s after a new query before its grids are made
@@ -66,7 +67,10 @@ class MatchOverlays(QObject):
         super().__init__(parent)
         self.searcher = searcher
         self._query: tuple[int, object] | None = None  # (number, raw descriptor)
+        self._key = None  # what the grids were made for: (raw bytes, library generation)
         self._own = None  # (H, W) grid of a whole-photo query
+        self._size = (0, 0)  # (w, h) of the whole-photo query
+        self._busy: int | None = None  # the image id being made (not queued again meanwhile)
         self._grids: OrderedDict[int, object] = OrderedDict()  # image id -> grid or None (failed)
         self._queue: list[tuple[int, str]] = []  # (image id, path); GUI thread and worker, under _cond
         self._cond = threading.Condition()
@@ -76,18 +80,35 @@ class MatchOverlays(QObject):
         self._made.connect(self._on_made)
         self._thread: threading.Thread | None = None
 
-    def set_query(self, raw, own=None) -> None:
+    def set_query(self, raw, own=None, size=(0, 0), generation: int = 0) -> None:
         """A new query ((C,) raw descriptor, or None: no overlay to make; own: the (H, W) heat
         grid of a whole-photo query, which its own file and its copies show, turned as each lies:
         the gradient of the cosine vanishes on them, and trial 10 saw the copy at a third of the
-        size warm elsewhere)."""
+        size warm elsewhere; size: that query's (w, h); generation: the library's, whose model,
+        mean and whitening the grids are made with). The same query on the same library (another
+        filter, count or cut-off) keeps the grids made."""
+        key = (raw.tobytes(), generation) if raw is not None else None
         with self._cond:
+            if key is not None and key == self._key:
+                self._own, self._size = own, tuple(size)
+                return
             self._n += 1  # grids made for an earlier query are dropped when they arrive
             self._query = (self._n, raw) if raw is not None else None
-            self._own = own
+            self._key, self._own, self._size = key, own, tuple(size)
             self._queue.clear()
             self._quiet_until = time.monotonic() + self.QUIET
         self._grids.clear()
+
+    def _lies_as_query(self, hit) -> bool:
+        """Whether the query's own grid lies on `hit` as on the query: its file, or a copy of the
+        whole photo with the query's frame once turned (a copy with a border added, matched on
+        its trimmed picture, has another frame: its own match grid is made)."""
+        if hit.duplicate:
+            return True
+        if not hit.copy or not all(self._size) or not hit.width or not hit.height:
+            return False
+        w, h = (hit.height, hit.width) if hit.turn >= 4 else (hit.width, hit.height)  # the turns that transpose
+        return abs(w / h - self._size[0] / self._size[1]) <= 0.01 * self._size[0] / self._size[1]
 
     def grid(self, hit):
         """(H, W) float32 grid of `hit` for the current query, or None (being made, or no query)."""
@@ -96,11 +117,13 @@ class MatchOverlays(QObject):
         if hit.image_id in self._grids:
             self._grids.move_to_end(hit.image_id)
             return self._grids[hit.image_id]
-        if self._own is not None and (hit.duplicate or hit.copy):  # the query's own photo: its own heat
+        if self._own is not None and self._lies_as_query(hit):  # the query's own photo: its own heat
             self._grids[hit.image_id] = on_copy(self._own, hit.turn if hit.copy else 0)
             return self._grids[hit.image_id]
         with self._cond:
             item = (hit.image_id, hit.path)
+            if hit.image_id == self._busy:
+                return None
             if item in self._queue:
                 self._queue.remove(item)
             self._queue.append(item)  # newest first
@@ -126,18 +149,23 @@ class MatchOverlays(QObject):
                     continue
                 image_id, path = self._queue.pop()
                 n, raw = self._query
+                self._busy = image_id
+            final = True
             try:
                 grid = self.searcher.match_grid(raw, path)
-            except Exception:  # noqa: BLE001 - an unreadable or vanished photo, a closed library: no overlay
+            except (ImageError, InputError):  # an unreadable or vanished photo: no overlay (the photo says why)
                 grid = None
+            except Exception:  # noqa: BLE001 - a library being switched or refitted: asked again at the next paint
+                grid, final = None, False
             with self._cond:
+                self._busy = None
                 if self._stop:  # shut down meanwhile: this object may be gone
                     return
-                self._made.emit(n, image_id, grid)
+                self._made.emit(n, image_id, grid, final)
 
-    def _on_made(self, n: int, image_id: int, grid) -> None:
-        if self._query is None or n != self._query[0]:
-            return  # made for an earlier query
+    def _on_made(self, n: int, image_id: int, grid, final: bool) -> None:
+        if self._query is None or n != self._query[0] or (grid is None and not final):
+            return  # made for an earlier query, or to be asked again
         self._grids[image_id] = grid
         while len(self._grids) > self.MAX_GRIDS:
             self._grids.popitem(last=False)

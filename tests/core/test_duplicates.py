@@ -385,6 +385,12 @@ def test_a_soft_camera_original_is_kept_over_its_later_small_copy(tmp_path):
     _mark_enlarged([original, copy], {}, {})
     assert not original.enlarged
     assert sorted([copy, original], key=lambda m: keep_order(m, False, False))[0] is original
+    # a review of stop 29: the export keeps the camera's tags, and both files were copied in the
+    # same minute (no -p): the pixels alone would take the original for an enlargement
+    original = Member(1, str(tmp_path / "camera.jpg"), soft.width, soft.height, 1, 0.0, 1.0, 1e9, camera="Canon EOS R6")
+    tagged = Member(2, str(tmp_path / "web.jpg"), web.width, web.height, 1, 0.0, 1.0, 1e9 + 5, camera="Canon EOS R6")
+    _mark_enlarged([original, tagged], {}, {})
+    assert not original.enlarged
 
 
 def test_an_enlargement_written_in_the_same_minute_as_its_photo_is_found(tmp_path):

@@ -705,6 +705,9 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     write_pairs(photo_dir, photo_dir, "pair-")
     Image.open(photo_dir / "scene0" / "img1.jpg").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(
         photo_dir / "scene0" / "img1-mirrored.png")
+    from PIL import ImageOps
+    ImageOps.expand(Image.open(photo_dir / "scene0" / "img1.jpg").convert("RGB"), border=(12, 4), fill="white").save(
+        photo_dir / "scene0" / "img1-framed.png")
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene2" / "img0.jpg")
     names = [Path(h.path).name for h in window.results_model.hits]
@@ -748,6 +751,20 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     assert mirrored.copy and viewer.heat_check.isChecked()
     qtbot.waitUntil(lambda: window.bridge.matches.made(mirrored), timeout=10000)
     np.testing.assert_allclose(window.bridge.matches.grid(mirrored), window.query_view.weights[:, ::-1], atol=2e-3)
+    # a copy with a border added has another frame: its own match grid, not the query's stretched
+    # over the border (a review)
+    framed = window.results_model.hits[names.index("img1-framed.png")]
+    assert framed.copy
+    viewer = open_viewer(qtbot, window, row=names.index("img1-framed.png"))
+    qtbot.waitUntil(lambda: window.bridge.matches.made(framed), timeout=10000)
+    grid = window.bridge.matches.grid(framed)
+    assert grid is not None and grid.shape != window.query_view.weights.shape or not np.allclose(
+        grid, window.query_view.weights, atol=0.05)
+    # the same query searched again (another count): the grids made stay, no model pass
+    shown = [h for h in window.results_model.hits[:6] if window.bridge.matches.made(h)]
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        window.results.count.setValue(window.results.count.value() - 1)
+    assert shown and all(window.bridge.matches.made(h) for h in shown)
 
 
 def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexing(qtbot, window, tmp_path,

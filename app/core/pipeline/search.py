@@ -120,7 +120,7 @@ class SearchResult:
     query_raw: np.ndarray | None = field(default=None, repr=False)  # (C,) float32 raw descriptor: match_grid's query
 
 
-RESULT_MAPS = 24  # result photos' maps kept for match grids (~1.5 MB each at 512 px)
+RESULT_MAPS_BYTES = 48 << 20  # result photos' maps kept for match grids (~1.3 MB each at 512 px; more with larger models)
 
 
 class Searcher:
@@ -169,7 +169,7 @@ class Searcher:
         """(full-image feature map of the query, or with `result` of a result photo for its
         match grid, whether the CNN ran), cached (LRU) by content; results apart, so that looking
         at results never drops the map a box dragged over the query needs."""
-        maps, size = (self._result_maps, RESULT_MAPS) if result else (self._maps, self._cache_size)
+        maps = self._result_maps if result else self._maps
         key = self._map_key(req, snap)
         with self._lock:
             if key in maps:
@@ -181,7 +181,8 @@ class Searcher:
             fm = ex.feature_maps([prepared])[0]
         with self._lock:
             maps[key] = fm
-            while len(maps) > size:
+            while len(maps) > 1 and (sum(m.features.nbytes for m in maps.values()) > RESULT_MAPS_BYTES if result
+                                     else len(maps) > self._cache_size):
                 maps.popitem(last=False)
         return fm, True
 
