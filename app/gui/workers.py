@@ -70,7 +70,7 @@ class MatchOverlays(QObject):
         self._key = None  # what the grids were made for: (raw bytes, library generation)
         self._own = None  # (H, W) grid of a whole-photo query
         self._size = (0, 0)  # (w, h) of the whole-photo query
-        self._busy: int | None = None  # the image id being made (not queued again meanwhile)
+        self._busy: tuple[int, int] | None = None  # (query number, image id) being made: not queued again
         self._grids: OrderedDict[int, object] = OrderedDict()  # image id -> grid or None (failed)
         self._queue: list[tuple[int, str]] = []  # (image id, path); GUI thread and worker, under _cond
         self._cond = threading.Condition()
@@ -122,7 +122,7 @@ class MatchOverlays(QObject):
             return self._grids[hit.image_id]
         with self._cond:
             item = (hit.image_id, hit.path)
-            if hit.image_id == self._busy:
+            if self._busy == (self._query[0], hit.image_id):
                 return None
             if item in self._queue:
                 self._queue.remove(item)
@@ -149,7 +149,7 @@ class MatchOverlays(QObject):
                     continue
                 image_id, path = self._queue.pop()
                 n, raw = self._query
-                self._busy = image_id
+                self._busy = (n, image_id)
             final = True
             try:
                 grid = self.searcher.match_grid(raw, path)
