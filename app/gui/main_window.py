@@ -60,6 +60,7 @@ SHORTCUTS = """<table cellspacing=0 cellpadding=4>
 <tr><td>Esc</td><td>Close the viewer</td></tr>
 <tr><td colspan=2><b>The app</b></td></tr>
 <tr><td>Alt+F, Alt+V, Alt+H</td><td>The menus (each item with its letter)</td></tr>
+<tr><td>Alt+F, then U / T / R</td><td>Pause or resume indexing / stop it / rescan the folders</td></tr>
 <tr><td>Ctrl+,</td><td>Settings</td></tr>
 <tr><td>F1</td><td>This list</td></tr>
 <tr><td>Ctrl+Q</td><td>Quit</td></tr>
@@ -270,7 +271,11 @@ class MainWindow(QMainWindow):
 
         fm = self.menuBar().addMenu("&File")
         # each with its letter (Alt+F, then it; trial 8: only the View menu had them)
-        for label, key, slot in (("&Add folder…", None, self.choose_folder), ("&Open photo…", QKeySequence.Open, self.open_query_dialog),
+        for label, key, slot in (("&Add folder…", None, self.choose_folder),
+                                 ("&Rescan folders", None, self.start_indexing),
+                                 ("Pa&use indexing", None, self.toggle_pause),
+                                 ("S&top indexing", None, self.cancel_indexing),
+                                 ("&Open photo…", QKeySequence.Open, self.open_query_dialog),
                                  ("&Paste photo", QKeySequence.Paste, self.paste_query),
                                  ("Open s&hared library…", None, self.open_shared_library),
                                  ("Open this &computer's library", None, lambda: self.switch_library(None)),
@@ -290,6 +295,13 @@ class MainWindow(QMainWindow):
             self.addAction(act)
             if text.startswith("Open this computer"):
                 self.local_action = act
+            # the status bar's Pause and Cancel from the keyboard too (trial 10: no key reached them)
+            if text == "Pause indexing":
+                self.pause_action = act
+            if text == "Stop indexing":
+                self.stop_action = act
+        self.pause_action.setEnabled(False)  # while a run indexes
+        self.stop_action.setEnabled(False)
         vm = self.menuBar().addMenu("&View")
         self.library_dock.toggleViewAction().setText("&Library pane")
         self.preview_dock.toggleViewAction().setText("&Preview pane")
@@ -504,10 +516,12 @@ class MainWindow(QMainWindow):
         if c.paused:
             c.resume()
             self.pause_btn.setText("Pause")
+            self.pause_action.setText("Pa&use indexing")
             self._paused_note = ""
         else:
             c.pause()
             self.pause_btn.setText("Resume")
+            self.pause_action.setText("Res&ume indexing")
             self._paused_note = ", paused"
         if self.last_progress is not None:
             self._show_progress(self.last_progress)
@@ -530,6 +544,9 @@ class MainWindow(QMainWindow):
             self.pause_btn.setVisible(True)
             self.pause_btn.setText("Pause")
             self.cancel_btn.setVisible(True)
+            self.pause_action.setText("Pa&use indexing")
+            self.pause_action.setEnabled(True)
+            self.stop_action.setEnabled(True)
             self.index_label.setText("Looking for new and changed photos…")
         elif kind == "progress" and ev.command == self.index_cmd:
             self.last_progress = ev.data
@@ -618,6 +635,8 @@ class MainWindow(QMainWindow):
         self.progress.setVisible(False)
         self.pause_btn.setVisible(False)
         self.cancel_btn.setVisible(False)
+        self.pause_action.setEnabled(False)
+        self.stop_action.setEnabled(False)
         self._paused_note = ""
         self.library.set_scan_totals({})
         prog = ev.data if ev.kind == "done" else None

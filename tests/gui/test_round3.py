@@ -1393,3 +1393,41 @@ def test_the_re_index_question_counts_photos_as_the_library_pane_does(qtbot, win
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.No))
     assert not window.apply_settings(replace(window.svc.settings, max_side=96))
     assert "(12 photos and 1 file it could not read, about" in asked[0], asked
+
+
+def test_indexing_is_paused_resumed_and_stopped_from_the_keyboard(qtbot, window, tmp_path):
+    """Trial 10: Pause, Resume and Cancel (buttons in the status bar) had no key. File > Pause
+    indexing (Alt+F, U) pauses and resumes, File > Stop indexing (Alt+F, T) stops, File > Rescan
+    folders (Alt+F, R) starts a run; Pause and Stop are greyed while nothing indexes."""
+    from tests.conftest import write_photo
+
+    def file_menu(letter):
+        window.activateWindow()
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+        qtbot.keyClick(window, Qt.Key_F, Qt.AltModifier)
+        qtbot.waitUntil(lambda: QApplication.activePopupWidget() is not None, timeout=3000)
+        qtbot.keyClick(QApplication.activePopupWidget(), letter)
+
+    pause, stop = menu_action(window, "Pause indexing"), menu_action(window, "Stop indexing")
+    assert not pause.isEnabled() and not stop.isEnabled()
+    d = tmp_path / "lib"
+    for i in range(40):
+        write_photo(d / f"p{i:02d}.png", i, size=(200, 150))
+    seen = []
+    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
+    window.add_folder(str(d))
+    qtbot.waitUntil(lambda: bool(seen) and pause.isEnabled(), timeout=30000)
+    file_menu(Qt.Key_U)
+    qtbot.waitUntil(lambda: window.svc.running is not None and window.svc.running.control.paused, timeout=5000)
+    assert window.pause_btn.text() == "Resume" and pause.text().replace("&", "") == "Resume indexing"
+    file_menu(Qt.Key_U)
+    assert not window.svc.running.control.paused and window.pause_btn.text() == "Pause"
+    file_menu(Qt.Key_U)  # paused again at once: 40 small photos are done in a second
+    assert window.svc.running.control.paused
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        file_menu(Qt.Key_T)
+    assert not pause.isEnabled() and not stop.isEnabled()
+    assert window.svc.stats()["indexed"] < 40  # stopped before the end
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):  # Rescan: the rest is indexed
+        file_menu(Qt.Key_R)
+    assert window.svc.stats()["indexed"] == 40
