@@ -35,8 +35,9 @@ import numpy as np
 from .library import paths
 from .errors import ImageError
 from .imageio import open_oriented
-from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, crop_search, detail_grid, detail_scores,
-                        enlargement_residual, frame_grid, frame_scores, hamming, orient, variants)
+from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
+                        detail_scores, enlargement_residual, frame_grid, frame_scores, hamming, inverse_turn, orient,
+                        variants)
 
 NEAR_DEFAULT = 0.92  # pixel correlation; measured on benchmarks/duplicates.py (README, "Duplicates")
 SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers
@@ -121,9 +122,7 @@ def turned_from_most(thumbs: list[bytes]) -> list[bool]:
     if len(known) < 3:
         return out
     ref = thumbs[known[0]]
-    ncc, _ = frame_scores([ref] * len(known), [thumbs[i] for i in known])
-    best = ncc.argmax(1)
-    ks = np.where(ncc[:, 0] >= ncc[np.arange(len(known)), best] - 0.005, 0, best)  # a symmetric photo is not turned
+    ks = best_turns(frame_scores([ref] * len(known), [thumbs[i] for i in known])[0])
     values, counts = np.unique(ks, return_counts=True)
     order = np.argsort(-counts)
     if len(values) > 1 and counts[order[0]] == counts[order[1]]:
@@ -489,9 +488,7 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     if keep_row[7] and keep_row[7] == m_row[7]:
         return "exact", RELATIONS["exact"], 1.0
     ncc, change = frame_scores([keep_row[9]], [m_row[9]])
-    k = int(np.argmax(ncc[0]))
-    if ncc[0, 0] >= ncc[0, k] - 0.005:  # a photo that looks the same turned (symmetric) is not turned
-        k = 0
+    k = int(best_turns(ncc)[0])
     sim = float(ncc[0, k])
     if sim < threshold or not hash_close(np.array([[keep.image_id, m.image_id]]), {keep.image_id: keep_row, m.image_id: m_row})[0]:
         key = (keep.image_id, m.image_id)
@@ -503,14 +500,14 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
             across = (m.height if ORIENTATIONS[turn][0] else m.width) * np.sqrt(1 - m.border)  # the crop's side along it
             words = [RELATIONS["crop"]]
             if turn:  # `turn` turns the member onto the keep: the member is the crop turned the other way
-                words.append(ORIENTATION_NAMES[{5: 6, 6: 5}.get(turn, turn)])
+                words.append(ORIENTATION_NAMES[inverse_turn(turn)])
             if across < 0.9 * window_px:
                 words.append(f"resized to {100 * across / window_px:.0f} %")
             return "crop", ", ".join(words), win
         return "similar", RELATIONS["similar"], max(sim, win)
     words = []
     if k:  # k turns the member back onto the keep: the member is the keep turned the other way
-        words.append(ORIENTATION_NAMES[{5: 6, 6: 5}.get(k, k)])
+        words.append(ORIENTATION_NAMES[inverse_turn(k)])
     px_keep, px_m = keep.width * keep.height * (1 - keep.border), m.width * m.height * (1 - m.border)
     if px_m < 0.9 * px_keep:
         words.append(f"resized to {100 * np.sqrt(px_m / px_keep):.0f} %")

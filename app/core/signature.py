@@ -99,6 +99,20 @@ def variants(h: np.ndarray) -> np.ndarray:
     return np.stack(out, 1)
 
 
+def best_turns(ncc: np.ndarray) -> np.ndarray:
+    """(P,) int: for each row of `frame_scores`' ncc (P, 8), the orientation that turns b onto a
+    best; 0 where as-is is within 0.005 of it (a photo that looks the same turned is not turned)."""
+    ncc = np.atleast_2d(ncc)
+    best = ncc.argmax(1)
+    return np.where(ncc[:, 0] >= ncc[np.arange(len(ncc)), best] - 0.005, 0, best)
+
+
+def inverse_turn(k: int) -> int:
+    """The orientation that undoes ORIENTATIONS[k]: the two 90° turns undo each other, the rest
+    themselves."""
+    return {5: 6, 6: 5}.get(k, k)
+
+
 def orient(t: np.ndarray, k: int) -> np.ndarray:
     """A (..., h, w) thumbnail, or a stack of them, turned by ORIENTATIONS[k]."""
     transpose, flip_rows, flip_cols = ORIENTATIONS[k]

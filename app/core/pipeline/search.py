@@ -29,7 +29,7 @@ from ..library import paths
 from ..library.snapshot import Shortlist
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
-from ..signature import content_of, frame_scores, orient, thumb
+from ..signature import best_turns, content_of, frame_scores, inverse_turn, orient, thumb
 
 __all__ = ["Filters", "SearchRequest", "SearchResult", "Searcher", "SearchWorker", "Hit", "request_from_settings"]
 
@@ -507,15 +507,13 @@ class Searcher:
 def copy_turn(query_thumb: bytes, copy_thumb: bytes) -> int:
     """k such that signature.ORIENTATIONS[k] turns a copy (its `thumb`) onto the query; 0 where
     the photo looks the same turned (symmetric)."""
-    ncc, _ = frame_scores([query_thumb], [copy_thumb])
-    k = int(np.argmax(ncc[0]))
-    return 0 if ncc[0, 0] >= ncc[0, k] - 0.005 else k
+    return int(best_turns(frame_scores([query_thumb], [copy_thumb])[0])[0])
 
 
 def on_copy(grid: np.ndarray, turn: int) -> np.ndarray:
     """The query's (H, W) grid as it lies on a copy that ORIENTATIONS[turn] turns onto the query:
-    turned the other way (the 90° turns are each other's inverse; the rest their own)."""
-    return np.ascontiguousarray(orient(grid, {5: 6, 6: 5}.get(turn, turn)))
+    turned the other way."""
+    return np.ascontiguousarray(orient(grid, inverse_turn(turn)))
 
 
 def _with_box(req: SearchRequest, box) -> SearchRequest:
