@@ -39,15 +39,23 @@ SHARED = ROOT.parent / "shared" / "data"
 CUTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
-def queries(limit_ukbench: int | None):
-    """[(set name, query path, box or None, right paths, junk paths)]."""
-    from app.core.evaluation.datasets import paris250, ukbench
+def queries(limit_ukbench: int | None, boxes: int = 200):
+    """[(set name, query path, box or None, right paths, junk paths)]; `boxes`: how many UKBench
+    photos are searched again with a random box (datasets.random_boxes, 15-35 % of the photo)."""
+    from PIL import Image
+
+    from app.core.evaluation.datasets import Benchmark, paris250, random_boxes, ukbench
 
     out = []
     uk = ukbench(SHARED / "ukbench", limit_ukbench)
     for q in uk.queries:
         right = {str(uk.images[i].resolve()) for i in q.gnd["all"].ok}
         out.append(("UKBench", str(q.path.resolve()), None, right, set()))
+    some = uk.queries[:boxes]
+    sizes = {q.path: Image.open(q.path).size for q in some}
+    for q in random_boxes(Benchmark(uk.name, uk.images, some, uk.settings, uk.groups), sizes, seed=1).queries:
+        right = {str(uk.images[i].resolve()) for i in q.gnd["all"].ok}
+        out.append(("UKBench boxes", str(q.path.resolve()), list(q.box), right, set()))
     for b in paris250(SHARED / "paris250"):
         for q in b.queries:
             g = q.gnd["Medium"] if "Medium" in q.gnd else q.gnd["all"]
@@ -60,7 +68,7 @@ def queries(limit_ukbench: int | None):
 
 def filtered_out(qs):
     """The queries again, each with a folder filter leaving out its own set's folder: no right answer."""
-    folders = {"UKBench": SHARED / "ukbench", "Paris boxes": SHARED / "paris250" / "jpg",
+    folders = {"UKBench": SHARED / "ukbench", "UKBench boxes": SHARED / "ukbench", "Paris boxes": SHARED / "paris250" / "jpg",
                "Paris photos": SHARED / "paris250" / "jpg"}
     everything = [SHARED / "ukbench", SHARED / "paris250" / "jpg", SHARED / "distractors"]
     return [(name + ", none right", path, box, set(), junk,
@@ -250,8 +258,10 @@ def main():
                                        capture_output=True, text=True).stdout)
     rows = {}  # set -> [(score, similarity, right?)]
     saved = []  # (query, rank, score, similarity, right?) of every result, for offline study
+    aps = {}  # set -> average precision of each query over its top (the ranking's quality)
     for n, ((name, path, box, right, junk), line) in enumerate(zip(qs, out)):
         res = json.loads(line)
+        found, seen, ap = 0, 0, 0.0
         for r in res.get("results", []):
             p = str(Path(r["path"]).resolve())
             saved.append((n, r["rank"], r["score"], r["similarity"], p in right, p in junk or p == path))
@@ -259,8 +269,14 @@ def main():
                 continue
             if r["rank"] <= a.top:
                 rows.setdefault(name, []).append((r["score"], r["similarity"], p in right))
+                seen += 1
+                if p in right:
+                    found += 1
+                    ap += found / seen
+        aps.setdefault(name, []).append(ap / max(len(right - {path}), 1))
     table({name: [(r[0], r[2]) for r in rs] for name, rs in rows.items()},
           f"{status.get('indexed', '?')} photos indexed; top {a.top} of {len(qs)} queries; the CLI's `score`:")
+    print("mAP of the top " + str(a.top) + ": " + ", ".join(f"{k} {100 * np.mean(v):.1f}" for k, v in aps.items()))
     np.save(home / "relevance-rows.npy", np.array(saved, np.float64))
     (home / "relevance-sets.json").write_text(json.dumps([q[0] for q in qs]))
 
