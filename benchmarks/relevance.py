@@ -66,13 +66,49 @@ def queries(limit_ukbench: int | None, boxes: int = 200):
     return out
 
 
-def filtered_out(qs):
+def library_folders(home: Path) -> list[Path]:
+    """The library's three folders (UKBench, Paris, distractors): the shared ones, or those of
+    links that `--sample` made beside `home`."""
+    links, extra = home.parent / (home.name + "-photos"), home.parent / (home.name + "-distractors")
+    if links.is_dir():
+        return [links / "ukbench", links / "paris", links / "distractors"]
+    return [SHARED / "ukbench", SHARED / "paris250" / "jpg", extra if extra.is_dir() else SHARED / "distractors"]
+
+
+def sample_library(home: Path, n: int, seed: int = 0) -> None:
+    """A library of about n photos, a third from each set (UKBench groups of 4 whole, Paris the
+    same number per landmark, distractors), as links in three folders beside `home`: the small
+    libraries a person starts with, which the shared sets as a whole do not show."""
+    rng = np.random.default_rng(seed)
+    links = home.parent / (home.name + "-photos")
+    uk = sorted((SHARED / "ukbench").rglob("*.jpg"))
+    groups = rng.choice(len(uk) // 4, max(1, n // 12), replace=False)
+    paris = sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))
+    by_landmark: dict[str, list[Path]] = {}
+    for p in paris:
+        by_landmark.setdefault(p.name.split("_")[1], []).append(p)
+    picked = {"ukbench": [uk[4 * g + k] for g in sorted(groups) for k in range(4)],
+              "paris": [p for ps in by_landmark.values() for p in rng.choice(ps, max(1, n // 15), replace=False)],
+              "distractors": list(rng.choice(sorted((SHARED / "distractors").rglob("*.jpg")), n // 3, replace=False))}
+    for folder, ps in picked.items():
+        (links / folder).mkdir(parents=True, exist_ok=True)
+        for p in ps:
+            if not (links / folder / p.name).exists():
+                (links / folder / p.name).symlink_to(Path(p).resolve())
+
+
+def in_library(qs, home: Path):
+    """The queries whose photo the library holds, each with the right photos it holds."""
+    held = {str(p.resolve()) for f in library_folders(home) for p in f.rglob("*.jpg")}
+    return [(name, path, box, right & held, junk) for name, path, box, right, junk in qs if path in held]
+
+
+def filtered_out(qs, home: Path):
     """The queries again, each with a folder filter leaving out its own set's folder: no right answer."""
-    folders = {"UKBench": SHARED / "ukbench", "UKBench boxes": SHARED / "ukbench", "Paris boxes": SHARED / "paris250" / "jpg",
-               "Paris photos": SHARED / "paris250" / "jpg"}
-    everything = [SHARED / "ukbench", SHARED / "paris250" / "jpg", SHARED / "distractors"]
+    uk, paris, extra = library_folders(home)
+    folders = {"UKBench": uk, "UKBench boxes": uk, "Paris boxes": paris, "Paris photos": paris}
     return [(name + ", none right", path, box, set(), junk,
-             tuple(str(f.resolve()) for f in everything if f != folders[name]))
+             tuple(str(f.resolve()) for f in (uk, paris, extra) if f != folders[name]))
             for name, path, box, right, junk in qs]
 
 
@@ -202,6 +238,8 @@ def main():
     ap.add_argument("--home", action="append", default=None, help="the library's data folder (several with --fit --reuse)")
     ap.add_argument("--reuse", action="store_true", help="the library in --home is already indexed")
     ap.add_argument("--distractors", type=int, default=None, help="how many distractor photos (default: all)")
+    ap.add_argument("--sample", type=int, default=None,
+                    help="a library of about this many photos, a third from each set (links beside --home)")
     ap.add_argument("--ukbench", type=int, default=None, help="how many UKBench photos (default: all)")
     ap.add_argument("--top", type=int, default=100, help="results counted per query")
     ap.add_argument("--fetch", type=int, default=None, help="results asked per query (saved for study)")
@@ -212,7 +250,10 @@ def main():
         ap.error("several --home only with --fit --reuse (libraries indexed before)")
     home = homes[0]
     exe = [sys.executable, "-m", "app"]
-    if not a.reuse:
+    if not a.reuse and a.sample:
+        sample_library(home, a.sample)
+        subprocess.run(exe + ["index", *map(str, library_folders(home)), "--home", str(home)], check=True, stdout=subprocess.DEVNULL)
+    elif not a.reuse:
         extra = SHARED / "distractors"
         folders = [str(SHARED / "ukbench"), str(SHARED / "paris250" / "jpg")]
         if a.distractors is None:
@@ -225,7 +266,7 @@ def main():
                     (link / p.name).symlink_to(p.resolve())
             folders.append(str(link))
         subprocess.run(exe + ["index", *folders, "--home", str(home)], check=True, stdout=subprocess.DEVNULL)
-    qs = queries(a.ukbench)
+    qs = in_library(queries(a.ukbench), home)
     if a.fit:
         from app.core import policy
 
@@ -235,7 +276,8 @@ def main():
             if a.reuse and saved.exists() and saved.stat().st_mtime > (h / "catalog.sqlite").stat().st_mtime:
                 rows = [tuple(r) for r in json.loads(saved.read_text())]  # the searches of the last --fit
             else:
-                rows = record(h, qs + filtered_out(qs), a.top)
+                mine = in_library(queries(a.ukbench), h)
+                rows = record(h, mine + filtered_out(mine, h), a.top)
                 saved.write_text(json.dumps(rows))
             libraries[h] = rows
             z, whitened = neighbour_z(h)

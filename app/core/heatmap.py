@@ -1,7 +1,8 @@
-"""Heat overlay pixels (docs/METHOD.md, "The heat overlay"): normalise per image, upsample, colour-map.
+"""Heat overlay pixels (docs/METHOD.md, "The heat overlay"): a grid of heat in [0, 1], upsampled
+and colour-mapped, cool (blue) to warm (yellow/red).
 
-Warm (yellow/red) = cells that make up most of the description (HeW weight x feature length);
-cool (blue) = cells that add little (plain areas, texture HeW turned down).
+On the query: what its description is made of (HeW weight x feature length, stretched per photo by
+`normalise`); on a result: what in it matches the query, as warm as the result is relevant.
 """
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ def normalise(weights: np.ndarray) -> np.ndarray:
     return np.full_like(w, 0.5) if hi - lo < 1e-12 else (w - lo) / (hi - lo)
 
 
-def overlay_rgba(weights: np.ndarray, size: tuple[int, int], alpha: int = 140) -> np.ndarray:
-    """(h, w, 4) uint8 RGBA picture of `weights` stretched to `size` = (w, h), bilinear, constant alpha."""
+def overlay_rgba(heat: np.ndarray, size: tuple[int, int], alpha: int = 140) -> np.ndarray:
+    """(h, w, 4) uint8 RGBA picture of `heat` (H, W) in [0, 1] (0 cool, 1 warm; clipped) stretched
+    to `size` = (w, h), bilinear, constant alpha."""
     w, h = max(1, int(size[0])), max(1, int(size[1]))
-    n = (normalise(weights) * 255).astype(np.uint8)
+    n = np.round(np.clip(np.asarray(heat, np.float32), 0.0, 1.0) * 255).astype(np.uint8)
     up = np.asarray(Image.fromarray(n, "L").resize((w, h), Image.BILINEAR))
     rgba = np.empty((h, w, 4), np.uint8)
     rgba[..., :3] = LUT[up]

@@ -62,13 +62,14 @@ def refit_due(n: int, fitted_n: int, fitted_dim: int, channels: int, requested: 
 # (unwhitened), 1,500 and 2,702 (whitened), each set weighted equally (benchmarks/relevance.py --fit;
 # README "Quality").
 RELEVANCE_WEIGHTS = (1.5638, 11.7341, 6.8999, -7.0229, 0.0277)  # u, r with HeR, r without, bias, HeR's bias
-# A photo's nearest other photo, in standard deviations above two random photos, on the shared
-# sets (median of 200; benchmarks/relevance.py prints it): unwhitened 3.9 (850 photos; a trial's
-# 882 everyday, object and landmark photos: 3.0), whitened 8.0 (1,500: 7.0-7.6; 2,702: 7.8-8.3,
-# by the sample). Fixed, not measured per library: a library of bursts (160 photos of four
-# landmarks) has nearest neighbours much closer than other views of its subjects, and its own
-# scale hid them (README "Quality").
-NEIGHBOUR_Z_PLAIN, NEIGHBOUR_Z_WHITENED = 3.9, 8.0
+# A photo's nearest other photo, in spreads (Snapshot.similarity_scale: median absolute deviations
+# x 1.4826) above the median of two random photos, on the shared sets (median of 200;
+# benchmarks/relevance.py prints it): unwhitened 4.0 (850 photos: 4.3; libraries of 120 and 300
+# photos, a third of each set: 4.1, 3.7), whitened 10.5 (1,500: 10.7; 2,702: 10.5). (In standard
+# deviations, until round 3: 3.9 and 8.0.) Fixed, not measured per library: a library of bursts
+# (160 photos of four landmarks) has nearest neighbours much closer than other views of its
+# subjects, and its own scale hid them (README "Quality").
+NEIGHBOUR_Z_PLAIN, NEIGHBOUR_Z_WHITENED = 4.0, 10.5
 
 
 def neighbour_z(whitened: bool) -> float:

@@ -905,9 +905,12 @@ class MainWindow(QMainWindow):
 
     # ---- results ------------------------------------------------------------------------------------
     def _heat_of(self, hit):
-        """A result's heat overlay: what in it matches the query, made in the background (None
-        until then; docs/METHOD.md, "The heat overlay")."""
-        return self.bridge.matches.grid(hit)
+        """A result's heat overlay, (H, W) in [0, 1]: what in it matches the query, made in the
+        background (None until then; docs/METHOD.md, "The heat overlay"), as warm as the result
+        is relevant (trial 10: each grid stretched to its own warmest cell put warm spots on
+        wrong results at 0.00)."""
+        grid = self.bridge.matches.grid(hit)
+        return None if grid is None else grid * float(hit.score)
 
     def _heat_ready(self, image_id: int) -> None:
         if self.delegate.show_heat:

@@ -10,7 +10,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
-from ..core.heatmap import overlay_rgba
+from ..core.heatmap import normalise, overlay_rgba
 
 HANDLE = 7.0  # px, half-size of a resize handle
 MIN_BOX = 6.0  # px in widget space: smaller drags are clicks, not boxes
@@ -247,7 +247,7 @@ class QueryView(QWidget):
         if self.show_overlay and self.weights is not None:
             where = self.to_widget_rect(self.weights_box) if self.weights_box else r
             if self._overlay is None or self._overlay.size() != where.size().toSize():
-                self._overlay = rgba_qimage(overlay_rgba(self.weights, (max(1, int(where.width())), max(1, int(where.height())))))
+                self._overlay = rgba_qimage(overlay_rgba(normalise(self.weights), (max(1, int(where.width())), max(1, int(where.height())))))
             p.drawImage(where, self._overlay)
         if self.box is not None:
             br = self.to_widget_rect(self.box)

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButto
 
 from app.core.imageio import open_oriented
 from tests.conftest import write_pairs, write_photo
-from tests.gui.conftest import add_and_pause, index_folder, wait_idle
+from tests.gui.conftest import add_and_pause, index_folder, make_window, tiny_settings, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -697,6 +697,66 @@ def test_the_viewer_zooms_with_the_plain_wheel_and_takes_ctrl_h(qtbot, window, p
     viewer.close()
 
 
+def rgb(img) -> np.ndarray:
+    """(h, w, 3) float64 of a QImage."""
+    img = img.convertToFormat(img.Format.Format_RGB888)
+    return np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3] \
+        .reshape(img.height(), img.width(), 3).astype(np.float64)
+
+
+def warmth_of(plain, shown) -> np.ndarray:
+    """(h, w): how much the heat overlay raised red against blue in each pixel of a photo."""
+    d = rgb(shown) - rgb(plain)
+    return d[..., 0] - d[..., 2]
+
+
+def viewer_heat(qtbot, window, row: int) -> np.ndarray:
+    """The viewer opened on result `row` with Enter, H pressed: warmth_of its picture."""
+    viewer = open_viewer(qtbot, window, row=row)
+    if viewer.heat_check.isChecked():
+        qtbot.keyClick(viewer.scroll, Qt.Key_H)
+    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    qtbot.wait(300)  # the window at its size
+    plain = viewer.picture.pixmap().toImage()
+    qtbot.keyClick(viewer.scroll, Qt.Key_H)
+    qtbot.waitUntil(lambda: viewer.picture.pixmap().toImage() != plain
+                    and viewer.picture.pixmap().size() == plain.size(), timeout=10000)
+    warmth = warmth_of(plain, viewer.picture.pixmap().toImage())
+    qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
+    return warmth
+
+
+def test_a_result_that_does_not_match_shows_no_warm_heat(qtbot, tmp_path):
+    """Trial 10: wrong results at relevance 0.00 still showed warm spots: each result's match grid
+    was stretched to its own warmest cell. The overlay is now as warm as the result is relevant:
+    a wrong result reads cool all over, a right one warm where it matches. (Real photos: three
+    UKBench objects, four views each.)"""
+    from app.core.config import DEFAULT_MAX_SIDE
+    from app.core.features.registry import DEFAULT_BACKBONE
+    from tests.conftest import shared_photos
+
+    d = tmp_path / "objects"
+    d.mkdir()
+    for p in shared_photos("ukbench", 12):
+        (d / p.name).write_bytes(p.read_bytes())
+    home = tmp_path / "home"
+    tiny_settings(backbone=DEFAULT_BACKBONE, max_side=DEFAULT_MAX_SIDE).save(home)  # the tiny CNN finds every photo alike
+    window = make_window(qtbot, home)
+    try:
+        index_folder(qtbot, window, d)
+        search(qtbot, window, d / "ukbench00000.jpg")
+        hits = window.results_model.hits
+        mates = ("ukbench00001", "ukbench00002", "ukbench00003")
+        right = next(i for i, h in enumerate(hits) if any(m in h.path for m in mates))
+        wrong = next(i for i, h in enumerate(hits) if not any(m in h.path for m in mates) and h.score < 0.05)
+        assert hits[right].score > 0.9
+        # the warmest 1 % of each photo (before: 63 on the wrong one, as warm as on the right one)
+        warm_right, warm_wrong = (np.percentile(viewer_heat(qtbot, window, row), 99) for row in (right, wrong))
+        assert warm_right > 30 and warm_wrong < 0, (warm_right, warm_wrong)
+    finally:
+        window.shutdown()
+
+
 def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_dir, tmp_path):
     """(5) The overlay showed what each result's description is made of, whatever the query (the
     trial read a warm fountain and a cool pyramid as "ignores my landmark"). A photo holding the
@@ -723,15 +783,8 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
         qtbot.waitUntil(lambda: viewer.picture.pixmap().toImage() != plain
                         and viewer.picture.pixmap().size() == plain.size(), timeout=10000)
         shown = viewer.picture.pixmap().toImage()
-
-        def rgb(img):
-            img = img.convertToFormat(img.Format.Format_RGB888)
-            return np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3] \
-                .reshape(img.height(), img.width(), 3).astype(np.float64)
-
         # the overlay's warmth: how much it raised red against blue, on each half
-        d = rgb(shown) - rgb(plain)
-        warmth = d[..., 0] - d[..., 2]
+        warmth = warmth_of(plain, shown)
         half = warmth.shape[1] // 2
         warmer[name] = float(warmth[:, :half].mean() - warmth[:, half:].mean())
         qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
@@ -908,8 +961,6 @@ def test_the_date_filter_opens_at_its_day_offers_every_year_and_reads_a_reversed
 def test_a_maximised_window_opens_maximised_again(qtbot, tiny_home):
     """The trial: maximised, quit, started again: the window came back at its normal size (960x620
     on a 1366x768 screen, with a narrow preview)."""
-    from tests.gui.conftest import make_window
-
     win = make_window(qtbot, tiny_home)
     win.showMaximized()
     qtbot.waitUntil(win.isMaximized, timeout=5000)
@@ -1000,8 +1051,6 @@ def test_a_new_query_starts_at_the_top_and_closes_the_viewer_of_the_old_results(
 
 def test_one_per_duplicate_is_remembered(qtbot, tiny_home):
     """The second trial: One per duplicate was off again at every start (the overlay is remembered)."""
-    from tests.gui.conftest import make_window
-
     win = make_window(qtbot, tiny_home)
     box = win.results.hide_dups
     qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
@@ -1016,8 +1065,6 @@ def test_one_per_duplicate_is_remembered(qtbot, tiny_home):
 
 def test_the_relevance_cut_off_is_remembered(qtbot, tiny_home):
     """Trial 6: the cut-off was back to "off" at every start."""
-    from tests.gui.conftest import make_window
-
     win = make_window(qtbot, tiny_home)
     slider = win.results.cutoff
     qtbot.mouseClick(slider, Qt.LeftButton, pos=QPoint(2, slider.height() // 2))  # focus, at its start
