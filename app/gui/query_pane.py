@@ -41,7 +41,8 @@ class QueryPane(QWidget):
         lg.addWidget(QLabel("Heat: little"))
         bar = QLabel()
         bar.setPixmap(QPixmap.fromImage(rgba_qimage(np.dstack([legend_rgb(80, 10), np.full((10, 80), 255, np.uint8)]))))
-        bar.setToolTip("Heat overlay. On the results: how much each part matches your photo or box (warm: most). "
+        bar.setToolTip("Heat overlay. On the results: how much each part matches your photo or box (warm: most; "
+                       "a result that matches little stays cool). "
                        "On your photo: how much each part makes up what is searched for "
                        "(cool: plain areas such as sky, and texture that repeats)")
         lg.addWidget(bar)
