@@ -773,21 +773,9 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     names = [Path(h.path).name for h in window.results_model.hits]
     warmer = {}
     for name in ("pair-ab.png", "pair-ba.png"):
-        viewer = open_viewer(qtbot, window, row=names.index(name))
-        if viewer.heat_check.isChecked():
-            qtbot.keyClick(viewer.scroll, Qt.Key_H)
-        qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
-        qtbot.wait(300)  # the window at its size
-        plain = viewer.picture.pixmap().toImage()
-        qtbot.keyClick(viewer.scroll, Qt.Key_H)
-        qtbot.waitUntil(lambda: viewer.picture.pixmap().toImage() != plain
-                        and viewer.picture.pixmap().size() == plain.size(), timeout=10000)
-        shown = viewer.picture.pixmap().toImage()
-        # the overlay's warmth: how much it raised red against blue, on each half
-        warmth = warmth_of(plain, shown)
+        warmth = viewer_heat(qtbot, window, names.index(name))  # on each half
         half = warmth.shape[1] // 2
         warmer[name] = float(warmth[:, :half].mean() - warmth[:, half:].mean())
-        qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
     assert warmer["pair-ab.png"] > 15 and warmer["pair-ba.png"] < -15, warmer
     # (trial 9) the query's own file showed noise: it shows the query's own heat
     viewer = open_viewer(qtbot, window, row=0)
