@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QFileDial
 from .. import __version__
 from ..core.config import Settings
 from ..core.errors import HeatSearchError
+from ..core.heatmap import normalise
 from ..core.imageio import EXTENSIONS, image_size, is_photo_path
 from ..core.library.paths import display, is_within
 from ..core.library.service import LibraryService
@@ -835,9 +836,10 @@ class MainWindow(QMainWindow):
             return  # a stale answer never replaces a newer one
         self.last_result = res
         self.loader.clear_queue()
-        # the overlay shows what matches this query; its own photo and copies, its own heat
-        self.bridge.matches.set_query(res.query_raw, res.query_weights if res.box is None else None, res.query_size,
-                                      res.generation)
+        # the overlay shows what matches this query; its own photo and copies, its own heat,
+        # stretched as the query pane draws it
+        own = normalise(res.query_weights) if res.box is None and res.query_weights is not None else None
+        self.bridge.matches.set_query(res.query_raw, own, res.query_size, res.generation)
         self.delegate.forget()
         self.results_model.set_hits(res.hits)
         self.preview.clear()

@@ -208,3 +208,24 @@ def test_a_small_library_reads_other_views_of_an_object_as_relevant(tmp_path):
             (right if int(h.path[-9:-4]) // 4 == group else wrong).append(h.score)
     svc.close()
     assert min(right) >= 0.5 and max(wrong) < 0.5, (min(right), max(wrong))
+
+
+def test_the_similarity_scale_is_not_undone_by_copies_or_a_few_subjects():
+    """The library's similarity scale (median and MAD of its pairs): pairs of copies are left out,
+    and the spread never collapses (a review: two copies and a third photo gave a deviation of 0, and every
+    result read 0 or 1)."""
+    from app.core.library.snapshot import _Common
+
+    class Sample(_Common):
+        def __init__(self, v):
+            object.__setattr__(self, "v", v)
+
+        def _sample(self, n):
+            return self.v
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(6, 64))
+    spread = base / np.linalg.norm(base, axis=1, keepdims=True)
+    copies = np.concatenate([spread[:1].repeat(8, 0), spread[1:2]])  # 8 copies of one photo and another
+    centre, unit = Sample(copies).similarity_scale
+    assert centre == pytest.approx(float(spread[0] @ spread[1])) and unit >= 0.01

@@ -11,6 +11,7 @@ from PIL import Image
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButton
 
+from app.core.heatmap import normalise
 from app.core.imageio import open_oriented
 from tests.conftest import write_pairs, write_photo
 from tests.gui.conftest import add_and_pause, index_folder, make_window, tiny_settings, wait_idle
@@ -726,6 +727,7 @@ def viewer_heat(qtbot, window, row: int) -> np.ndarray:
     return warmth
 
 
+@pytest.mark.slow
 def test_a_result_that_does_not_match_shows_no_warm_heat(qtbot, tmp_path):
     """Trial 10: wrong results at relevance 0.00 still showed warm spots: each result's match grid
     was stretched to its own warmest cell. The overlay is now as warm as the result is relevant:
@@ -782,7 +784,8 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     own = window.results_model.hits[0]
     assert own.duplicate and viewer.heat_check.isChecked()
     qtbot.waitUntil(lambda: window.bridge.matches.made(own), timeout=10000)
-    np.testing.assert_allclose(window.bridge.matches.grid(own), window.query_view.weights, atol=2e-3)
+    # ... stretched as the query pane draws it (a review: drawn unstretched, it read warmer than the query)
+    np.testing.assert_allclose(window.bridge.matches.grid(own), normalise(window.query_view.weights), atol=2e-3)
     # (trial 10) and a copy, turned as it lies
     qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
     search(qtbot, window, photo_dir / "scene0" / "img1.jpg")
@@ -791,7 +794,7 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     viewer = open_viewer(qtbot, window, row=names.index("img1-mirrored.png"))
     assert mirrored.copy and viewer.heat_check.isChecked()
     qtbot.waitUntil(lambda: window.bridge.matches.made(mirrored), timeout=10000)
-    np.testing.assert_allclose(window.bridge.matches.grid(mirrored), window.query_view.weights[:, ::-1], atol=2e-3)
+    np.testing.assert_allclose(window.bridge.matches.grid(mirrored), normalise(window.query_view.weights)[:, ::-1], atol=2e-3)
     # a copy with a border added has another frame: its own match grid, not the query's stretched
     # over the border (a review)
     framed = window.results_model.hits[names.index("img1-framed.png")]
@@ -800,7 +803,7 @@ def test_5_the_heat_overlay_shows_what_matched_the_query(qtbot, window, photo_di
     qtbot.waitUntil(lambda: window.bridge.matches.made(framed), timeout=10000)
     grid = window.bridge.matches.grid(framed)
     assert grid is not None and grid.shape != window.query_view.weights.shape or not np.allclose(
-        grid, window.query_view.weights, atol=0.05)
+        grid, normalise(window.query_view.weights), atol=0.05)
     # the same query searched again (another count): the grids made stay, no model pass
     shown = [h for h in window.results_model.hits[:6] if window.bridge.matches.made(h)]
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
