@@ -15,6 +15,7 @@
     python benchmarks/policies.py --exp mean       # where HeW's centring mean comes from
     python benchmarks/policies.py --exp drift      # HeR's ranking dropped when it loses the query's nearest photos
                                                    # (--few: libraries where one landmark has 10 photos)
+    python benchmarks/policies.py --exp boxown     # HeR's decision for boxes with the boxed photo left out
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
 revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.
@@ -72,6 +73,7 @@ class Config:
     regions_full: bool = False  # the regions for full-photo queries too
     mu_from: str = "library"  # centring mean from: library | sample (48 at random) | burst (48 in a row) | uk | pa
     drift_guard: tuple = ()  # (keep, within): HeR's ranking dropped when fewer of the query's nearest photos stay (policy.her_drifted)
+    box_own: bool = False  # box queries: the boxed photo is known (pinned first, left out of HeR's decision), as the app does
 
 
 OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
@@ -242,9 +244,9 @@ def rank(cfg: Config, qs: np.ndarray, db: np.ndarray, own: list) -> list[np.ndar
         base = np.argsort(-sims[i], kind="stable")
         src = expand_query(q, db, base, cfg.qe_n, cfg.qe_alpha) if cfg.qe else q
         her = cfg.her
-        if her == "policy":
-            her = policy.use_her(sims[i][base[:policy.NEIGHBOURHOOD]], own[i] is not None,
-                                 cfg.min_cluster or policy.HER_MIN_NEIGHBOURS)
+        if her == "policy":  # the query's own photo is not its neighbour
+            near = base[base != own[i]] if own[i] is not None else base
+            her = policy.use_her(sims[i][near[:policy.NEIGHBOURHOOD]], False, cfg.min_cluster or policy.HER_MIN_NEIGHBOURS)
         r = her_rerank(src, db, base, cfg.her_k) if her else None
         if r is not None and cfg.drift_guard and policy.her_drifted([b for b in base if b != own[i]],
                                                                     [b for b in r if b != own[i]], *cfg.drift_guard):
@@ -289,7 +291,8 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
         else:
             raw = [d[key[cfg.box]][int(r)] for r in uk_rows]
         qs = w.apply(np.stack(raw))
-        out["uk box"] = 100 * mean_ap(rank_box(qs, [None] * len(uk_rows)), gnd)["mAP"]
+        out["uk box"] = 100 * mean_ap(rank_box(qs, [pos[int(r)] for r in uk_rows] if cfg.box_own else [None] * len(uk_rows)),
+                                      gnd)["mAP"]
     pa_rows = [r for r in rows if n_uk <= r < n_uk + len(data.pa_images)]
     if pa_rows:
         name_row = {Path(data.images[r]).stem: pos[int(r)] for r in pa_rows}
@@ -311,7 +314,8 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
                 for s in gnds:
                     gnds[s].append(conv[s])
             qs = w.apply(np.stack([raws[qi] for qi in keep]))
-            rk = rank_box(qs, [None] * len(keep))
+            rk = rank_box(qs, [name_row.get(Path(data.rev.queries[qi].path).stem) for qi in keep] if cfg.box_own
+                          else [None] * len(keep))
             for s in ("Easy", "Medium", "Hard"):
                 m = mean_ap(rk, gnds[s])["mAP"]
                 if m == m:  # NaN when no query has a positive in this library
@@ -397,7 +401,8 @@ def table(title: str, rows: dict[str, dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "bf16", "refine", "box", "final", "regional", "mean", "drift"])
+    ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "bf16", "refine", "box", "final", "regional", "mean", "drift",
+                                                          "boxown"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
@@ -446,6 +451,14 @@ def main():
                 rows = {name: mean_columns(data, kind, n, cfg, range(5) if a.few else seeds) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows
                 print(table(f"HeR drift guard, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "boxown":
+            # box queries: HeR decided with the boxed photo counted among the box's neighbours (as
+            # measured until round 3) or left out (the app since round 3, trial 10's Louvre box)
+            variants = {"boxed photo counted": shipped, "boxed photo left out": replace(shipped, box_own=True)}
+            for kind, n in LIBRARIES:
+                rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"HeR's decision for boxes, library {kind}, n = {n}", rows), flush=True)
         elif a.exp == "refine":
             variants = {"none": Config(qe=False, her=False), "QE": Config(qe=True, her=False),
                         "QE+HeR k=800": Config(), "QE+HeR k=200": Config(her_k=200)}
