@@ -51,7 +51,7 @@ def refit_due(n: int, fitted_n: int, fitted_dim: int, channels: int, requested: 
 
 # The relevance shown (grid bars, viewer, --json `score`, the cut-off): the chance that a result shows
 # what the query shows, a logistic of u = its similarity to the query in units of how close a photo's
-# nearest other photo typically lies (NEIGHBOUR_Z standard deviations above two random photos of the
+# nearest other photo typically lies (NEIGHBOUR_Z spreads above the median of two random photos of the
 # library, Snapshot.similarity_scale) and of the ranking's own score r, whose meaning depends on the
 # ranking: with HeR, the heat spread over the shortlist (best 1, last 0); else the cosine to the
 # (expanded) query, on the same u scale. The similarity in standard deviations alone meant other

@@ -401,9 +401,9 @@ class Searcher:
         sl = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, None)
         if plan.her == "auto":
             # the query's own file and its byte-identical copies are not its neighbours, box or
-            # not (as benchmarks/policies.py measured the rule): counted, a box's own photo
-            # (0.87 against 0.76 for the next) left nothing standing out, and HeR stayed off
-            # for a box on a landmark with 35 photos (trial 10)
+            # not: counted, a box's own photo (0.87 against 0.76 for the next) left nothing
+            # standing out, and HeR stayed off for a box on a landmark with 35 photos (trial 10;
+            # benchmarks/policies.py --exp boxown: Paris boxes +0.1 to +1.5, UKBench boxes -0 to -0.2)
             near = sl.sims[~np.isin(sl.ids, list(same or pinned))]
             plan = replace(plan, her=policy.use_her(near[: policy.NEIGHBOURHOOD], False))
         t1 = time.perf_counter()
