@@ -100,15 +100,21 @@ class Member:
         return f"best to keep: {self.why}" if not self.relation else (self.detail or RELATIONS[self.relation])
 
     @property
+    def link(self) -> bool:
+        """Whether the library's file is a symbolic link (to a photo that is elsewhere)."""
+        return os.path.islink(self.path)
+
+    @property
     def format_rank(self) -> int:
         ext = os.path.splitext(self.path)[1].lower()
         return 0 if ext in RAW_FORMATS else 1 if ext in CAMERA_FORMATS else 2
 
 
 def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = False) -> tuple:
-    """Sort key: the original first. turned: the photo is turned or mirrored against most of its
-    group (`turned_from_most`)."""
-    return (added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank,
+    """Sort key: the original first; a symbolic link last of all (trial 11: a link kept, the photo
+    it points to offered as the copy to delete). turned: the photo is turned or mirrored against
+    most of its group (`turned_from_most`)."""
+    return (m.link, added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank,
             _minute(m.mtime), turned, -m.size, -m.sharpness, m.path)
 
 
@@ -141,6 +147,8 @@ def _minute(mtime: float) -> float:
 
 def kept_because(best: Member, other: Member, best_flags=(False, False, False), other_flags=(False, False, False)) -> str:
     """The rule of `keep_order` that put `best` before `other`, in words."""
+    if best.link != other.link:
+        return "the file itself, not a link to it"
     if best_flags[0] != other_flags[0]:
         return "no border added"
     if best_flags[1] != other_flags[1]:
@@ -486,6 +494,8 @@ def _member(row) -> Member:
 def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: dict) -> tuple[str, str, float]:
     """(relation key, words, pixel similarity) of member `m` against the photo to keep."""
     if keep_row[7] and keep_row[7] == m_row[7]:
+        if m.link:  # removing the link frees nothing and loses nothing
+            return "exact", f"a link to {os.path.basename(os.path.realpath(m.path))}, not a copy", 1.0
         return "exact", RELATIONS["exact"], 1.0
     ncc, change = frame_scores([keep_row[9]], [m_row[9]])
     k = int(best_turns(ncc)[0])

@@ -444,3 +444,25 @@ def test_trial_9s_copies_keep_the_original_and_name_each_copy(tmp_path):
         assert "enlarged to 300 %" in words["copy_big3x.jpg"][1] and "mirrored" not in words["copy_big3x.jpg"][1], words
     finally:
         svc.close()
+
+
+def test_a_link_is_never_the_one_to_keep_and_says_it_is_a_link(tmp_path):
+    """Trial 11: a folder holding a symbolic link to a photo: Duplicates proposed keeping the link
+    ("identical by every rule, first by name") and called the photo itself "the same file
+    (identical bytes)"; deleting that "copy" loses the photo and leaves a broken link."""
+    src = shared_photos("ukbench", 1)[0]
+    d = tmp_path / "photos"
+    d.mkdir()
+    (d / "photo.jpg").write_bytes(src.read_bytes())
+    (d / "a-link.jpg").symlink_to(d / "photo.jpg")  # first by name
+    svc = open_lib(tmp_path / "home")
+    try:
+        index(svc, [d])
+        groups = find_duplicates(svc)
+    finally:
+        svc.close()
+    assert len(groups) == 1
+    keep, link = groups[0].members
+    assert Path(keep.path).name == "photo.jpg" and not keep.relation, (keep.path, keep.reason)
+    assert Path(link.path).name == "a-link.jpg" and "link" in link.reason and "photo.jpg" in link.reason, link.reason
+    assert "link" in keep.why, keep.why

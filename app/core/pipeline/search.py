@@ -347,20 +347,23 @@ class Searcher:
                 self._thumbs.popitem(last=False)
         return made
 
-    def _ranking(self, q: np.ndarray, k: int, filters, plan: policy.SearchPlan, snap, same=(), sl: Shortlist | None = None
-                 ) -> tuple[Shortlist, np.ndarray, bool]:
+    def _ranking(self, q: np.ndarray, k: int, filters, plan: policy.SearchPlan, snap, same=(), sl: Shortlist | None = None,
+                 copies=()) -> tuple[Shortlist, np.ndarray, bool]:
         """The k best photos for the whitened query `q` (D,) among `filters`' photos (None: all),
         from their shortlist `sl` (searched when None), QE and HeR as `plan` says (its HeR
         decided; its ranking dropped for QE's when it lost the query's nearest photos, `same`: ids
-        of the query's own file and its byte-identical copies, left out of that check):
-        (shortlist in ranking order, scores (k,) float64 in [0, 1], the ranking's own: HeR's heat
-        spread best 1, last 0, or cosines; whether HeR's ranking was kept)."""
+        of the query's own file and its copies, left out of that check). `copies`: ids of the
+        query's copies (not its own file), left out of QE's neighbours and HeR's graph and put
+        first: they are the query again (trial 11: with four copies QE expanded the query with
+        itself). Returns (shortlist in ranking order, scores (k,) float64 in [0, 1], the ranking's
+        own: HeR's heat spread best 1, last 0, or cosines; whether HeR's ranking was kept)."""
         sl = snap.search(q, k, filters) if sl is None else sl
         scores = sl.sims.astype(np.float64)
         final = sl
         her = bool(plan.her)
         if len(sl):
-            order = np.arange(len(sl))
+            dup = np.isin(sl.ids, list(copies))
+            order = np.flatnonzero(~dup)
             source = expand_query(q, sl.vectors, order, plan.qe_n, plan.qe_alpha) if plan.qe else q
             if her:
                 # heat from the (QE) source over the original query's shortlist
@@ -372,6 +375,8 @@ class Searcher:
                 final = snap.search(source, k, filters)
                 scores = final.sims.astype(np.float64)
             if her:
+                new = np.concatenate([np.flatnonzero(dup), new])
+                heat = None if heat is None else np.concatenate([np.full(int(dup.sum()), heat[0]), heat])
                 final = Shortlist(sl.ids[new], sl.sims[new], sl.vectors[new])
                 if heat is not None and float(heat[0]) > float(heat.min()):
                     # heat is compressed near its top (relevant 1.0-0.97, the rest ~0.94 on a
@@ -399,16 +404,20 @@ class Searcher:
         k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
         # the whole library's shortlist: HeR's decision, the ranking, and with a filter its scores
         sl = snap.search(q, max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k, None)
+        same = list(same or pinned)
+        copy_of = self._copies(sl, query_thumb, same)
+        copies = same[1:] + [i for i, c in copy_of.items() if c]  # the query again, but for its own file
         if plan.her == "auto":
-            # the query's own file and its byte-identical copies are not its neighbours, box or
-            # not: counted, a box's own photo (0.87 against 0.76 for the next) left nothing
-            # standing out, and HeR stayed off for a box on a landmark with 35 photos (trial 10;
-            # benchmarks/policies.py --exp boxown: Paris boxes +0.1 to +1.5, UKBench boxes -0 to -0.2)
-            near = sl.sims[~np.isin(sl.ids, list(same or pinned))]
+            # the query's own file and its copies are not its neighbours, box or not: counted, a
+            # box's own photo (0.87 against 0.76 for the next) left nothing standing out, and HeR
+            # stayed off for a box on a landmark with 35 photos (trial 10; benchmarks/policies.py
+            # --exp boxown: Paris boxes +0.1 to +1.5, UKBench boxes -0 to -0.2), and four copies of
+            # a photo did the same for its landmark (trial 11)
+            near = sl.sims[~np.isin(sl.ids, same + copies)]
             plan = replace(plan, her=policy.use_her(near[: policy.NEIGHBOURHOOD], False))
         t1 = time.perf_counter()
-        final, scores, her = self._ranking(q, k, None, plan, snap, same or pinned,
-                                           Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k]))
+        final, scores, her = self._ranking(q, k, None, plan, snap, same + copies,
+                                           Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k]), copies)
         if filters is not None and len(final):
             # A photo's ranking score is the one it has in the whole library, with or without a
             # filter: ranked among the filter's photos alone, the best of them scored 1 (HeR's
@@ -416,7 +425,7 @@ class Searcher:
             # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. The filter's
             # photos come in the whole library's order, then, in their own ranking, the ones
             # beyond its shortlist.
-            part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same or pinned)
+            part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same + copies, copies=copies)
             inside = np.isin(final.ids, self._admitted(filters, final.ids))
             floor = float(scores[-1]) if len(scores) else 0.0
             rest = ~np.isin(part.ids, final.ids)
@@ -437,7 +446,7 @@ class Searcher:
                 got, vecs = snap.vectors_of(lacking)
                 vec_of.update({int(i): v for i, v in zip(got.tolist(), vecs)})
         scores = np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
-        hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of, query_thumb)
+        hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of, query_thumb, copy_of)
         if hits:
             mu, sd = snap.similarity_scale
             unit = sd * policy.neighbour_z(not snap.whitening.is_identity)  # the nearest-neighbour scale
@@ -453,8 +462,25 @@ class Searcher:
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
 
+    COPY_CANDIDATES = 20  # the shortlist's first photos looked at for copies of the query before ranking
+
+    def _copies(self, sl: Shortlist, query_thumb: bytes, same: list[int]) -> dict[int, bool]:
+        """{id: whether it is a copy of the whole query photo by its thumbnail (resized,
+        re-encoded, another format, turned: the finder's rule, as `Hit.copy`)} for the first
+        COPY_CANDIDATES of the shortlist `sl`, `same` (its own file and byte-identical copies)
+        left out; {} for a box or a query without a thumbnail."""
+        if not query_thumb or not len(sl):
+            return {}
+        ids = [int(i) for i in sl.ids[: self.COPY_CANDIDATES] if int(i) not in same]
+        rows = self.svc.image_rows(ids)
+        original = CopyFilter()
+        original.match(query_thumb)
+        return {i: original.match(rows[i]["thumb"], keep=False) == 0 for i in ids if i in rows}
+
     def _hits(self, ids, scores, q, snap, req: SearchRequest, pinned: set, vec_of: dict,
-              query_thumb: bytes = b"") -> list[Hit]:
+              query_thumb: bytes = b"", copy_of: dict | None = None) -> list[Hit]:
+        """copy_of: {id: whether a copy of the query} already found (`_copies`)."""
+        copy_of = copy_of or {}
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
         # One per duplicate: each set of copies keeps the place of its best-ranked copy and shows
@@ -477,7 +503,8 @@ class Searcher:
             hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, duplicate=i in pinned)
             # a copy of the query (resized, re-encoded) is what a person looks for first: the
             # descriptor of a resized copy can fall below other views of the scene (trial: #5)
-            hit.copy = bool(query_thumb) and i not in pinned and original.match(r["thumb"], keep=False) == 0
+            hit.copy = bool(query_thumb) and i not in pinned and (
+                copy_of[i] if i in copy_of else original.match(r["thumb"], keep=False) == 0)
             if hit.copy:
                 hit.turn = copy_turn(query_thumb, r["thumb"])
             if req.hide_duplicates:
