@@ -73,6 +73,21 @@ def _reason(e: Exception) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def _raw_reason(e: Exception) -> str:
+    """LibRaw's complaint in words (trial 11: "LibRawFileUnsupportedError: b'Unsupported file
+    format or not RAW file'" in the Log)."""
+    kind = type(e).__name__
+    if kind == "LibRawFileUnsupportedError":
+        return "not a camera RAW file that can be read (an unknown camera, or not RAW data)"
+    if kind in ("LibRawIOError", "LibRawDataError"):
+        return "corrupt or truncated camera RAW file"
+    if kind in ("LibRawTooBigError", "LibRawUnsufficientMemoryError", "MemoryError"):
+        return "camera RAW file too large to decode"
+    if isinstance(e, OSError):
+        return f"cannot read this camera RAW file: {_reason(e)}"
+    return "cannot decode this camera RAW file"
+
+
 def _to_rgb(img: Image.Image) -> Image.Image:
     """RGB, with 16-bit and float images scaled to 8 bits (Pillow's convert would clip them to white)."""
     if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
@@ -191,7 +206,7 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
         except ImageError:
             raise
         except Exception as e:  # noqa: BLE001
-            raise ImageError(f"cannot decode this camera RAW file ({_reason(e)})") from e
+            raise ImageError(_raw_reason(e)) from e
     try:
         with (open(path, "rb") if name else _nullctx(path)) as fh, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "Corrupt EXIF data" and the like: the photo is still read

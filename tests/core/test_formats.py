@@ -95,3 +95,18 @@ def test_exif_orientation_is_honoured_once_in_every_format(tmp_path, source, ext
     photo = decode(f)
     assert photo.image.size == want.size and photo.orig_size == want.size and image_size(f) == want.size
     assert similar(photo.image, want) > 0.95
+
+
+@pytest.mark.parametrize("data", [b"not a raw file at all" * 40, b"II*\x00" + bytes(2000)])
+def test_a_file_named_raw_that_is_not_one_gets_plain_words(tmp_path, data):
+    """Trial 11: a fake .CR2 was logged as "LibRawFileUnsupportedError: b'Unsupported file format
+    or not RAW file'": a class name and a bytes literal in the Log."""
+    from app.core.errors import ImageError
+    from app.core.imageio import decode
+
+    f = tmp_path / "IMG_0001.CR2"
+    f.write_bytes(data)
+    with pytest.raises(ImageError) as e:
+        decode(f)
+    words = str(e.value)
+    assert "Error" not in words and "b'" not in words and "raw" in words.lower(), words
