@@ -431,6 +431,8 @@ class MainWindow(QMainWindow):
         the service again there raced with the run)."""
         self.library.update_stats(self._last_stats, indexing=self.index_cmd is not None, left=self._left,
                                   paused=bool(self._paused_note))
+        if self.index_cmd is None:  # File > Resume indexing while a stopped run left photos
+            self.pause_action.setEnabled(any(self._left.values()))
 
     def _watch_folders(self):
         self.watcher.watch([f["path"] for f in self.svc.stats().get("folders", []) if f.get("state") == "ok"])
@@ -510,8 +512,11 @@ class MainWindow(QMainWindow):
         self.start_indexing(only=sorted(dirs))
 
     def toggle_pause(self):
+        """Pause or resume the run; with none, resume what a stopped run left (the pane's Resume)."""
         cur = self.svc.running
         if cur is None or cur.name != "index":
+            if any(self._left.values()):
+                self.start_indexing()
             return
         c = cur.control
         if c.paused:
@@ -653,6 +658,9 @@ class MainWindow(QMainWindow):
                 self._left = {f["path"]: max(0, folder_total(f, totals) - f.get("indexed", 0))
                               for f in st.get("folders", []) if f["id"] in totals}
                 where = " (Resume: Library pane)" if any(self._left.values()) else ""
+                if where:  # File > Resume indexing too (trial 11: greyed beside the pane's Resume)
+                    self.pause_action.setText("Res&ume indexing")
+                    self.pause_action.setEnabled(True)
                 self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go{where}")
             elif not (prog.total or prog.missing or prog.removed or prog.restored):  # a rescan with nothing to do says so
                 self._left = {}
