@@ -138,10 +138,21 @@ class DuplicatesDialog(QDialog):
         self.similar_btn.clicked.connect(self._find_similar)
         self.copy_btn.clicked.connect(self._copy)
         self.export_btn.clicked.connect(lambda: self.export())  # clicked(bool) would pass False as the target
+        self.tree.currentItemChanged.connect(lambda *_: self._enable())
         loader.loaded.connect(self._on_thumb)
         self._items: dict[str, list[QTreeWidgetItem]] = {}
         self._on_slider(self.slider.value(), search=False)
+        self._enable()
         self.resize(900, 600)
+
+    def _enable(self) -> None:
+        """Each button only where it has something to act on (trial 11: all enabled with no group)."""
+        item = self.tree.currentItem()
+        photo = item is not None and item.parent() is not None
+        self.reveal_btn.setEnabled(photo)
+        self.similar_btn.setEnabled(photo)
+        self.copy_btn.setEnabled(item is not None)
+        self.export_btn.setEnabled(bool(self.groups))
 
     @property
     def threshold(self) -> float:
@@ -195,6 +206,7 @@ class DuplicatesDialog(QDialog):
                 self._items.setdefault(m.path, []).append(item)
                 self._set_icon(item, m.path)
             top.setExpanded(k <= 50)
+        self._enable()
 
     def _set_icon(self, item, path: str) -> None:
         img = self.loader.get(path, ICON)
@@ -228,9 +240,11 @@ class DuplicatesDialog(QDialog):
 
     def export(self, target: str | None = None) -> str | None:
         if target is None:
-            target, _ = QFileDialog.getSaveFileName(self, "Export the duplicate groups",
-                                                    os.path.join(os.path.expanduser("~"), "duplicates.csv"),
-                                                    "CSV (*.csv);;JSON (*.json)")
+            target, chosen = QFileDialog.getSaveFileName(self, "Export the duplicate groups",
+                                                         os.path.join(os.path.expanduser("~"), "duplicates.csv"),
+                                                         "CSV (*.csv);;JSON (*.json)")
+            if target and not os.path.splitext(target)[1]:  # a name typed without one (trial 11: "dups1")
+                target += ".json" if "json" in chosen.lower() else ".csv"
         if not target:
             return None
         try:

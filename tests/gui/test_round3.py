@@ -158,9 +158,18 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     assert {r["reason"] for r in rows if r["path"].endswith("p0-copy.png")} == {"the same file (identical bytes)"}
     assert any(r["reason"].startswith("the same photo rotated") for r in rows if r["path"].endswith("p1-turned.png"))
     assert dlg.done_note.text() == "Saved 2 groups to list.csv"  # the person sees that it was written
+    # (trial 11) a name typed without an extension gets the chosen format's
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(tmp_path / "dups1"), "JSON (*.json)")))
+    qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)
+    assert (tmp_path / "dups1.json").exists() and not (tmp_path / "dups1").exists()
     monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(tmp_path / "no" / "x.csv"), "")))
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)  # a folder that does not exist: one line, no traceback
     assert dlg.done_note.text() == "Could not save the list: No such file or directory"
+    # (trial 11) the buttons act only where there is something to act on
+    dlg.tree.setCurrentItem(None)
+    assert not dlg.reveal_btn.isEnabled() and not dlg.similar_btn.isEnabled() and not dlg.copy_btn.isEnabled()
+    qtbot.mouseClick(dlg.tree.viewport(), Qt.LeftButton, pos=dlg.tree.visualItemRect(dlg.tree.topLevelItem(0).child(1)).center())
+    assert dlg.reveal_btn.isEnabled() and dlg.similar_btn.isEnabled() and dlg.copy_btn.isEnabled()
     # the slider moved with the keys: other groups, the old note goes, the least alike copy is named
     shown = dlg.shown
     dlg.slider.setFocus()
