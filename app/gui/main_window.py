@@ -435,7 +435,13 @@ class MainWindow(QMainWindow):
             self.pause_action.setEnabled(any(self._left.values()))
 
     def _watch_folders(self):
-        self.watcher.watch([f["path"] for f in self.svc.stats().get("folders", []) if f.get("state") == "ok"])
+        folders = self.svc.stats().get("folders", [])
+        self.watcher.watch([f["path"] for f in folders if f.get("state") == "ok"])
+        # a folder deleted while it was indexed was never watched: a rescan of it says it is gone
+        # (trial 11: it stayed searchable, "168 photos", until a Rescan by hand)
+        gone = [f["path"] for f in folders if f.get("state") == "ok" and not os.path.isdir(f["path"])]
+        if gone and not self.svc.read_only:
+            QTimer.singleShot(0, lambda: self.start_indexing(only=gone))
 
     def choose_folder(self):
         d = QFileDialog.getExistingDirectory(self, "Add a photo folder", self.ui_settings.value("last_folder_dir", photos_dir()))
@@ -491,7 +497,8 @@ class MainWindow(QMainWindow):
         if QMessageBox.question(self, "Forget missing photos?",
                                 f"{n} photos are marked missing because their folder vanished. Forget them? "
                                 "If the folder comes back later they are indexed again.") == QMessageBox.Yes:
-            self.svc.forget(None, missing_only=True)
+            cmd = self.svc.forget(None, missing_only=True)
+            self._forgetting[cmd.id] = None, {}  # its end replaces the last run's "N missing" (trial 11)
 
     # ---- indexing -------------------------------------------------------------------------------
     def start_indexing(self, only=None):
@@ -570,16 +577,19 @@ class MainWindow(QMainWindow):
             self._index_finished(ev)
         elif kind in ("done", "failed") and ev.command in self._forgetting:
             path, counts = self._forgetting.pop(ev.command)
-            folder = os.path.basename(display(path).rstrip("/"))
-            if kind == "done" and isinstance(ev.data, int):
+            folder = os.path.basename(display(path).rstrip("/")) if path else ""
+            if path is None:  # Forget missing photos
+                self.index_label.setText(f"Forgot {plural(ev.data, 'missing photo')}" if kind == "done" and isinstance(ev.data, int)
+                                         else f"Missing photos could not be forgotten: {ev.data}")
+            elif kind == "done" and isinstance(ev.data, int):
                 # in the library pane's words: its photos, and the files it skipped or lost (trial 6:
                 # "883 forgotten" from a folder the pane called "882 photos · 1 skipped")
                 failed, missing = counts.get("failed", 0), counts.get("missing", 0)
-                others = "".join(f", and {w}" for w in (failed and plural(failed, "file") + " it could not read",
-                                                       missing and f"{missing} missing") if w)
-                self.index_label.setText(f"Removed {folder} from the library: "
-                                         f"{plural(max(0, ev.data - failed - missing), 'photo')} forgotten{others} "
-                                         "(the files stay on disk)")
+                others = "".join(f", {w}" for w in (failed and plural(failed, "unreadable file"),
+                                                   missing and f"{missing} missing") if w)
+                # short: it was cut at 1366 px ("... and 132 files it could not rea…", trial 11)
+                self.index_label.setText(f"Removed {folder}: {plural(max(0, ev.data - failed - missing), 'photo')} "
+                                         f"forgotten{others}; the files stay on disk")
             else:
                 self.index_label.setText(f"{folder} could not be removed: {ev.data}")
             self.refresh_library()
