@@ -513,6 +513,8 @@ def cmd_doctor(a) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="heatsearch", description="Find photos by example (HeW + heat re-ranking).")
     p.add_argument("--version", action="version", version=f"HeatSearch {__version__}")
+    # also before the command (trial 11: "heatsearch --home DIR search ..." was refused)
+    p.add_argument("--home", dest="home_before", metavar="HOME", help="data folder (also after the command)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="data folder (default: $HEATSEARCH_HOME or the platform's data folder)")
     common.add_argument("--library", metavar="URL",
@@ -594,6 +596,8 @@ def main(argv=None) -> int:
     if not getattr(a, "func", None):
         parser.print_help()
         return 2
+    if a.home_before and not getattr(a, "home", None):
+        a.home = a.home_before
     if getattr(a, "after", None) is not None and getattr(a, "before", None) is not None and a.after >= a.before:
         parser.error("--after must be earlier than --before")
     try:

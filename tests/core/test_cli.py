@@ -26,6 +26,9 @@ def test_index_status_search_json(home, photo_dir, capsys):
     assert main(["status", "--json", "--home", str(home)]) == 0
     st = json.loads(capsys.readouterr().out)
     assert (st["images"], st["indexed"], st["failed"]) == (12, 12, 0)
+    # --home before the command too (trial 11: refused)
+    assert main(["--home", str(home), "status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["indexed"] == 12
     q = photo_dir / "scene2" / "img0.jpg"
     assert main(["search", str(q), "--top", "4", "--json", "--no-her", "--no-qe", "--home", str(home)]) == 0
     res = json.loads(capsys.readouterr().out)
