@@ -99,6 +99,8 @@ class LibraryPane(QWidget):
                 count = "being scanned…"
             elif left.get(f["path"]):
                 count = f"{indexed} of {indexed + left[f['path']]} indexed (stopped)"
+            elif not indexed and not failed and not f.get("missing") and f.get("state", "ok") == "ok":
+                count = "no photos found in it"  # trial 11: "0 photos" gave no hint why
             else:
                 count = plural(indexed, "photo")
             if failed:

@@ -1511,3 +1511,13 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     qtbot.mouseClick(window.library.missing_btn, Qt.LeftButton)
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Forgot "), timeout=20000)
     assert "missing photo" in window.index_label.text() and window.svc.stats().get("missing", 0) == 0
+
+
+def test_an_empty_folder_says_it_holds_no_photos(qtbot, window, tmp_path):
+    """Trial 11: a folder without photos read "0 photos" in the Library pane, with no hint why."""
+    d = tmp_path / "empty"
+    d.mkdir()
+    (d / "notes.txt").write_text("not a photo")
+    index_folder(qtbot, window, d)
+    qtbot.waitUntil(lambda: window.library.folder_list.count() == 1, timeout=10000)
+    assert window.library.folder_list.item(0).text() == "empty\nno photos found in it"
