@@ -97,10 +97,11 @@ NEIGHBOURHOOD = 200  # shortlist similarities looked at
 HER_MIN_NEIGHBOURS = 10
 
 
-def close_neighbours(sims, query_in_library: bool) -> int:
+def close_neighbours(sims, query_in_library: bool, top_rank: int = 0) -> int:
     """How many of a query's nearest photos stand out from the background: similarity above the
-    midpoint between the best match and the median of the first NEIGHBOURHOOD.
-    sims: descending similarities of the shortlist (the query itself first when it is in the library)."""
+    midpoint between the best match (`top_rank` 1: the second best) and the median of the first
+    NEIGHBOURHOOD. sims: descending similarities of the shortlist (the query itself first when
+    it is in the library)."""
     import numpy as np
 
     s = np.asarray(sims, dtype=np.float64)
@@ -108,7 +109,7 @@ def close_neighbours(sims, query_in_library: bool) -> int:
         s = s[1:]
     if len(s) < 3:
         return len(s)
-    top, bg = float(s[0]), float(np.median(s))
+    top, bg = float(s[min(top_rank, len(s) - 1)]), float(np.median(s))
     return int((s >= bg + 0.5 * (top - bg)).sum())
 
 
@@ -131,8 +132,8 @@ def her_drifted(nearest, her_order, keep: int = 0, within: int = 0) -> bool:
     return sum(1 for i in near if i in top) < (keep or DRIFT_KEEP)
 
 
-def use_her(sims, query_in_library: bool, min_neighbours: int = HER_MIN_NEIGHBOURS) -> bool:
-    return close_neighbours(sims, query_in_library) >= min_neighbours
+def use_her(sims, query_in_library: bool, min_neighbours: int = HER_MIN_NEIGHBOURS, top_rank: int = 0) -> bool:
+    return close_neighbours(sims, query_in_library, top_rank) >= min_neighbours
 
 
 @dataclass(frozen=True)
