@@ -33,6 +33,14 @@ def open_viewer(qtbot, window, row=0):
     return window._viewer
 
 
+def add_watching(window, folder) -> list:
+    """`folder` added to the library; returns the live list of the run's progress counts."""
+    seen = []
+    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
+    window.add_folder(str(folder))
+    return seen
+
+
 def remove_folder(qtbot, window, monkeypatch, name: str) -> str:
     """The library folder ending in `name` clicked in the Library pane, then Remove, confirmed;
     returns the question asked."""
@@ -1460,9 +1468,7 @@ def test_indexing_is_paused_resumed_and_stopped_from_the_keyboard(qtbot, window,
     d = tmp_path / "lib"
     for i in range(40):
         write_photo(d / f"p{i:02d}.png", i, size=(200, 150))
-    seen = []
-    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
-    window.add_folder(str(d))
+    seen = add_watching(window, d)
     qtbot.waitUntil(lambda: bool(seen) and pause.isEnabled(), timeout=30000)
     file_menu(Qt.Key_U)
     qtbot.waitUntil(lambda: window.svc.running is not None and window.svc.running.control.paused, timeout=5000)
@@ -1498,9 +1504,7 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     d = tmp_path / "vanish"
     for i in range(120):
         write_photo(d / f"v{i:03d}.png", i, size=(160, 120))
-    seen = []
-    window.bridge.event.connect(lambda ev: ev.kind == "progress" and seen.append(ev.data.done))
-    window.add_folder(str(d))
+    seen = add_watching(window, d)
     qtbot.waitUntil(lambda: any(n >= 10 for n in seen), timeout=60000)
     shutil.rmtree(d)
     qtbot.waitUntil(lambda: any(f["path"] == str(d) and f.get("state") == "missing"
