@@ -285,7 +285,10 @@ def _read_queries(a):
                 except UnicodeDecodeError as e:
                     raise InputError(f"not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); "
                                      "JSON files are UTF-8 (a path that is not UTF-8 is written with \\u escapes)") from e
-                q = json.loads(line)
+                try:
+                    q = json.loads(line)
+                except json.JSONDecodeError as e:  # trial 12: the parser's own "Expecting value: line 1 column 1"
+                    raise InputError(f'not JSON at column {e.colno}; each line is a JSON object {{"path": ..., "box": ...}}') from e
                 if not isinstance(q, dict) or not isinstance(q.get("path"), str):
                     raise InputError('each line must be a JSON object {"path": ..., "box": [x1, y1, x2, y2] or null}')
                 out.append((n, q["path"], parse_box(q.get("box"))))
@@ -578,7 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr.set_defaults(func=cmd_doctor)
     du = sub.add_parser("duplicates", parents=[common], help="groups of duplicate photos (the app never deletes)")
     du.add_argument("--threshold", type=float, default=None,
-                    help="how alike two photos' pixels must be to count as the same photo, 0-1 (default 0.90; lower also groups heavier edits)")
+                    help="how alike two photos' pixels must be to count as the same photo, 0-1 (default 0.92; lower also groups heavier edits)")
     du.add_argument("--no-crops", action="store_true", help="do not look for crops of other photos")
     du.add_argument("--json", action="store_true", help="one JSON object: groups with their members, best to keep first")
     du.set_defaults(func=cmd_duplicates)

@@ -50,6 +50,11 @@ def test_batch_queries_in_order(home, photo_dir, capsys, tmp_path):
     assert [o["query"] for o in out] == [str(p.resolve()) for p in qs]
     assert out[1]["box"] == [5, 5, 60, 50]
     assert out[0]["results"][0]["path"] == str(qs[0].resolve())
+    # (trial 12) a line that is not JSON: the parser's own words ("Expecting value: line 1 column 1") were printed
+    f.write_text(json.dumps({"path": str(qs[0])}) + "\nnot json\n")
+    main(["search", "--queries", str(f), "--json", "--top", "3", "--no-her", "--no-qe", "--home", str(home)])
+    err = capsys.readouterr().err
+    assert "line 2: not JSON at column 1; each line is a JSON object" in err and "Expecting" not in err, err
 
 
 def test_errors_exit_nonzero_with_one_line(home, tmp_path):
