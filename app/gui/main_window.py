@@ -4,6 +4,8 @@ commands to the LibraryService and requests to the search worker, and renders wh
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import time
 from pathlib import Path
@@ -1082,7 +1084,8 @@ class MainWindow(QMainWindow):
             self.handle_paths(paths)
 
     def open_settings(self):
-        dlg = SettingsDialog(self.svc.settings, self)
+        # the results shown as the toolbar has them (trial 12: OK put "Show 200" back to 100)
+        dlg = SettingsDialog(replace(self.svc.settings, top=self.results.count.value()), self)
         if dlg.exec() != QDialog.Accepted:
             return
         self.apply_settings(dlg.result_settings())

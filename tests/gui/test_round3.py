@@ -1525,3 +1525,23 @@ def test_an_empty_folder_says_it_holds_no_photos(qtbot, window, tmp_path):
     index_folder(qtbot, window, d)
     qtbot.waitUntil(lambda: window.library.folder_list.count() == 1, timeout=10000)
     assert window.library.folder_list.item(0).text() == "empty\nno photos found in it"
+
+
+def test_settings_ok_keeps_the_number_of_results_the_toolbar_shows(qtbot, window):
+    """Trial 12: Show 200 in the toolbar, then Settings > OK: back to 100 (the dialog read the
+    saved settings, not the toolbar)."""
+    count = window.results.count
+    count.setFocus()
+    qtbot.keyClick(count, Qt.Key_A, Qt.ControlModifier)
+    qtbot.keyClicks(count, "200")
+    qtbot.keyClick(count, Qt.Key_Return)
+    assert count.value() == 200
+    seen = {}
+
+    def use_dialog(dlg):
+        seen["shown"] = dlg.top.value()
+        qtbot.keyClick(dlg, Qt.Key_Return)  # OK
+
+    when_modal(use_dialog)
+    menu_action(window, "Settings…").trigger()
+    assert seen["shown"] == 200 and count.value() == 200
