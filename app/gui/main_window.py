@@ -590,8 +590,10 @@ class MainWindow(QMainWindow):
                 others = "".join(f", {w}" for w in (failed and plural(failed, "unreadable file"),
                                                    missing and f"{missing} missing") if w)
                 # short: it was cut at 1366 px ("... and 132 files it could not rea…", trial 11)
+                # "the files stay on disk" of a folder that is gone read as false (trial 12)
+                where = "the files stay on disk" if os.path.isdir(path) else "its folder is gone"
                 self.index_label.setText(f"Removed {folder}: {plural(max(0, ev.data - failed - missing), 'photo')} "
-                                         f"forgotten{others}; the files stay on disk")
+                                         f"forgotten{others}; {where}")
             else:
                 self.index_label.setText(f"{folder} could not be removed: {ev.data}")
             self.refresh_library()
