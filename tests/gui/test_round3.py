@@ -1515,6 +1515,10 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     qtbot.mouseClick(window.library.missing_btn, Qt.LeftButton)
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Forgot "), timeout=20000)
     assert "missing photo" in window.index_label.text() and window.svc.stats().get("missing", 0) == 0
+    # (trial 12) removed, a folder that is gone is not said to keep its files on disk
+    remove_folder(qtbot, window, monkeypatch, "vanish")
+    qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed vanish"), timeout=20000)
+    assert window.index_label.text().endswith("its folder is gone"), window.index_label.text()
 
 
 def test_an_empty_folder_says_it_holds_no_photos(qtbot, window, tmp_path):
