@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from PIL import Image as PILImage
-from PySide6.QtCore import QEvent, QSettings, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QSettings, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QImage, QKeySequence
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QFileDialog, QLabel, QListWidget,
                                QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton, QSplitter,
@@ -903,6 +903,11 @@ class MainWindow(QMainWindow):
             hidden += hide
             self.results_view.setRowHidden(row, hide)
         shown = len(hits) - hidden
+        cur = self.results_view.currentIndex()
+        if cur.isValid() and self.results_view.isRowHidden(cur.row()):
+            # the preview showed a result the cut-off now hides (trial 12)
+            self.results_view.setCurrentIndex(QModelIndex())
+            self.preview.clear()
         if not hits:
             msg = "No results" + (" (the filters leave no photo)" if self.last_request and self.last_request.filters.active else "")
         elif hidden:

@@ -1549,3 +1549,17 @@ def test_settings_ok_keeps_the_number_of_results_the_toolbar_shows(qtbot, window
     when_modal(use_dialog)
     menu_action(window, "Settings…").trigger()
     assert seen["shown"] == 200 and count.value() == 200
+
+
+def test_the_preview_forgets_a_result_the_cutoff_hides(qtbot, window, photo_dir):
+    """Trial 12: the preview kept showing the selected result after the cut-off hid it."""
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    view, hits = window.results_view, window.results_model.hits
+    last = len(hits) - 1
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(last)).center())
+    assert Path(hits[last].path).name in window.preview.caption.text()
+    window.results.cutoff.setFocus()
+    while not view.isRowHidden(last):  # the cut-off raised with the keys until it hides that result
+        qtbot.keyClick(window.results.cutoff, Qt.Key_PageUp)
+    assert window.preview.hit is None and window.preview.caption.text() == ""
