@@ -327,3 +327,26 @@ def test_the_data_folder_may_be_given_before_the_command(tmp_path):
     r = cli("--home", home, "status")  # the status command's own answer about that folder
     assert r.stderr.strip() == f"heatsearch: no library in {home}: nothing is indexed there yet " \
                                f"(heatsearch index FOLDER --home {home})", r.stderr
+
+
+def test_forget_missing_also_forgets_the_files_that_failed_with_a_vanished_folder(tmp_path):
+    """Trial 12: a folder deleted while it was indexed left its files that failed to read (they
+    vanished under the indexer) as "N unreadable" after Forget missing photos forgot the rest: no
+    file of them is left, and the count never went away. The failed files of a folder that is gone
+    are forgotten with its missing photos; those of a folder that is there stay (tried again at
+    the next scan)."""
+    root = tmp_path / "lib"
+    gone = photos(root / "gone", [f"g{i}.png" for i in range(4)], seed=0)
+    (gone / "broken.jpg").write_bytes(b"not a photo")
+    kept = photos(root / "kept", [f"k{i}.png" for i in range(3)], seed=5)
+    (kept / "broken.jpg").write_bytes(b"not a photo either")
+    svc = open_lib(tmp_path / "h")
+    index(svc, [gone, kept])
+    shutil.rmtree(gone)
+    index(svc)
+    st = svc.stats()
+    assert (st["missing"], st["failed"]) == (4, 2), st
+    assert svc.run(svc.forget(None, missing_only=True)) == 5
+    st = svc.stats()
+    assert (st["missing"], st["failed"], st["indexed"]) == (0, 1, 3), st
+    svc.close()

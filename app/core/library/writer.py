@@ -425,7 +425,8 @@ class LibraryWriter:
                              "forget each by name (nothing was forgotten)")
         partial = [f.id for f in rows if f.id not in whole and target is not None and paths.is_within(target, f.path)]
         ids = [i for i, p, st in self.catalog.image_paths(whole + partial)
-               if (not missing_only or st == "missing") and (target is None or paths.is_within(p, target))]
+               if (not missing_only or st == "missing" or self._failed_and_gone(p, st))
+               and (target is None or paths.is_within(p, target))]
         if not ids and (missing_only or not whole):
             if target is not None and not whole and not partial:
                 raise InputError(f"{paths.display(target)} is not in the library (nothing was forgotten)")
@@ -440,6 +441,13 @@ class LibraryWriter:
         if len(ids) > VACUUM_AFTER and self.catalog.compact():
             self.log("catalog compacted")
         return len(ids)
+
+    def _failed_and_gone(self, path: str, status: str) -> bool:
+        """Whether a file that failed to read is gone with its folder (trial 12: files that vanished
+        under the indexer stayed "unreadable" after their folder's missing photos were forgotten;
+        one gone from a folder that is there is removed by the next scan)."""
+        return status in ("failed", "unreadable") and any(f.state == "missing" and paths.is_within(path, f.path)
+                                                          for f in self.folders)
 
     def purge_spaces(self, force: bool = False) -> tuple[int, str]:
         """Delete the descriptors of every space not in use. The space that answers searches while
