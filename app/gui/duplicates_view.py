@@ -70,10 +70,11 @@ class WrapWords(QStyledItemDelegate):
 class DuplicatesDialog(QDialog):
     findSimilar = Signal(str)
 
-    def __init__(self, svc, loader, parent=None):
+    def __init__(self, svc, loader, parent=None, ui_settings=None):
         super().__init__(parent)
         self.setWindowTitle("Duplicates — HeatSearch")
         self.svc, self.loader = svc, loader
+        self.ui_settings = ui_settings  # QSettings: where the last list was saved
         self.groups = []
         self.shown = 0  # the runner request whose groups are on screen
         v = QVBoxLayout(self)
@@ -240,18 +241,23 @@ class DuplicatesDialog(QDialog):
 
     def export(self, target: str | None = None) -> str | None:
         if target is None:
+            # where the last list went (trial 12: the dialog always opened in the home folder)
+            start = self.ui_settings.value("last_export_dir", "") if self.ui_settings is not None else ""
             target, chosen = QFileDialog.getSaveFileName(self, "Export the duplicate groups",
-                                                         os.path.join(os.path.expanduser("~"), "duplicates.csv"),
+                                                         os.path.join(start or os.path.expanduser("~"), "duplicates.csv"),
                                                          "CSV (*.csv);;JSON (*.json)")
             if target and not os.path.splitext(target)[1]:  # a name typed without one (trial 11: "dups1")
                 target += ".json" if "json" in chosen.lower() else ".csv"
         if not target:
             return None
         try:
-            return self._write(target)
+            saved = self._write(target)
         except OSError as e:
             self.done_note.setText(f"Could not save the list: {e.strerror or e}")
             return None
+        if self.ui_settings is not None:
+            self.ui_settings.setValue("last_export_dir", os.path.dirname(os.path.abspath(saved)))
+        return saved
 
     def _write(self, target: str) -> str:
         records = to_records(self.groups)

@@ -1040,7 +1040,7 @@ class MainWindow(QMainWindow):
 
         dlg = getattr(self, "_dups", None)
         if dlg is None:
-            dlg = self._dups = DuplicatesDialog(self.svc, self.loader, self)
+            dlg = self._dups = DuplicatesDialog(self.svc, self.loader, self, self.ui_settings)
             dlg.findSimilar.connect(self._find_similar_from_dialog)
         dlg.show()
         dlg.raise_()

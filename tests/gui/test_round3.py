@@ -167,9 +167,13 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     assert any(r["reason"].startswith("the same photo rotated") for r in rows if r["path"].endswith("p1-turned.png"))
     assert dlg.done_note.text() == "Saved 2 groups to list.csv"  # the person sees that it was written
     # (trial 11) a name typed without an extension gets the chosen format's
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(tmp_path / "dups1"), "JSON (*.json)")))
+    offered = []
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        staticmethod(lambda *a, **k: offered.append(a[2]) or (str(tmp_path / "dups1"), "JSON (*.json)")))
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)
     assert (tmp_path / "dups1.json").exists() and not (tmp_path / "dups1").exists()
+    # (trial 12) the dialog opens where the last list went, not in the home folder
+    assert offered == [str(tmp_path / "duplicates.csv")], offered
     monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(tmp_path / "no" / "x.csv"), "")))
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)  # a folder that does not exist: one line, no traceback
     assert dlg.done_note.text() == "Could not save the list: No such file or directory"
