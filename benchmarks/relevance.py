@@ -9,6 +9,8 @@ for each cut-off the fraction of wrong results it hides and of right ones it kee
     python benchmarks/relevance.py --reuse --fit --home A --home B --home C   # on several libraries at once
                                                   # (the shipped weights: 850, 1,500 and 2,702 photos)
     python benchmarks/relevance.py --sample 120 --home /tmp/hs-s120      # a small library: a third of each set
+    python benchmarks/relevance.py --landmarks all --home /tmp/hs-paris   # one kind of subject: the Paris photos alone
+    python benchmarks/relevance.py --landmarks louvre,defense,eiffel --home /tmp/hs-l3   # three landmarks (150)
 
 Libraries: all shared photos, or UKBench and Paris with `--distractors N` of the unrelated photos
 (links beside --home), or `--sample N`: about N photos, a third of each set (UKBench objects whole,
@@ -20,9 +22,12 @@ random box (15-35 % of the photo; right: the same), the Paris box queries
 (right: Easy + Hard; Junk counted neither way) and the Paris full-photo queries (right: the same
 landmark). The top 100 of each query are counted; the query's own photo (pinned first) is not. It also
 prints each set's mAP over that top (queries with no right photo in the library left out).
-Searches with no right answer are counted too, as their own rows ("..., none right"): the same
-queries with a folder filter that leaves out the query's set (every result is wrong there; a person
-filtering to the wrong folder, or searching for something the library does not hold).
+Searches for photos the library does not hold are counted too, as the row "not in the library":
+up to 160 shared photos outside it (unrelated photos and UKBench objects), every result counted
+wrong (though in a library holding unrelated photos many find one of the same kind: mountains for
+mountains), and the share of those searches whose first result each cut-off hides (the search
+reads as empty). With --fit, searches with no right answer are the same queries with a folder
+filter that leaves out the query's set, as their own rows ("..., none right").
 
 `--fit` searches in this process, records each result's inputs of policy.relevance (u, the
 similarity on the nearest-neighbour scale; r, the ranking's own score; whether HeR ranked) and fits the logistic weights so that both kinds of search count, each set of each
@@ -111,10 +116,29 @@ def sample_library(home: Path, n: int, seed: int = 0) -> None:
                 (links / folder / p.name).symlink_to(Path(p).resolve())
 
 
+def held(home: Path) -> set[str]:
+    """The photos (resolved paths) in the folders of the library in `home`."""
+    status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--json", "--home", str(home)],
+                                       check=True, capture_output=True, text=True).stdout)
+    return {str(p.resolve()) for f in status["folders"] for p in Path(f).rglob("*.jpg")}
+
+
 def in_library(qs, home: Path):
     """The queries whose photo the library holds, each with the right photos it holds."""
-    held = {str(p.resolve()) for f in library_folders(home) for p in f.rglob("*.jpg")}
-    return [(name, path, box, right & held, junk) for name, path, box, right, junk in qs if path in held]
+    mine = held(home)
+    return [(name, path, box, right & mine, junk) for name, path, box, right, junk in qs if path in mine]
+
+
+def not_held(home: Path, n: int = 160):
+    """Searches for photos the library does not hold (every result wrong): up to n of the shared
+    photos outside it, three quarters unrelated photos and a quarter UKBench objects (seeded)."""
+    rng = np.random.default_rng(0)
+    mine = held(home)
+    out = []
+    for folder, share in (("distractors", 0.75), ("ukbench", 0.25)):
+        outside = sorted(p for p in (str(p.resolve()) for p in (SHARED / folder).rglob("*.jpg")) if p not in mine)
+        out += list(rng.choice(outside, min(len(outside), int(n * share)), replace=False)) if outside else []
+    return [("not in the library", str(p), None, set(), set()) for p in out]
 
 
 def filtered_out(qs, home: Path):
@@ -127,7 +151,7 @@ def filtered_out(qs, home: Path):
 
 
 def record(home: Path, qs, top: int):
-    """[(set, query n, u, r, right?, her?)] from searches in this process; pinned/junk results left out."""
+    """[(set, query n, u, r, right?, her?, policy.match of the search)] from searches in this process; pinned/junk results left out."""
     from app.core import policy
     from app.core.catalog.records import Filters
     from app.core.config import Settings
@@ -137,9 +161,9 @@ def record(home: Path, qs, top: int):
     seen = []
     real = policy.relevance
 
-    def recording(u, r, her):  # the inputs as the shipped search computes them
-        seen.append((np.asarray(u, np.float64), np.asarray(r, np.float64), bool(her)))
-        return real(u, r, her)
+    def recording(u, r, her, matched=1.0):  # the inputs as the shipped search computes them
+        seen.append((np.asarray(u, np.float64), np.asarray(r, np.float64), bool(her), float(matched)))
+        return real(u, r, her, matched)
 
     policy.relevance = recording
     svc = LibraryService(home, Settings())
@@ -154,12 +178,12 @@ def record(home: Path, qs, top: int):
             res = searcher.search(req)
             if not seen:
                 continue
-            u, r, her = seen[0]
+            u, r, her, matched = seen[0]
             for h, ui, ri in zip(res.hits, u, r):  # min_score -1: hits[i] is the i-th scored
                 p = str(Path(h.path).resolve())
                 if p in junk or p == path:
                     continue
-                rows.append((name, n, float(ui), float(ri), p in right, her))
+                rows.append((name, n, float(ui), float(ri), p in right, her, matched))
     finally:
         policy.relevance = real
         svc.close()
@@ -241,7 +265,7 @@ def scored(rows, weights):
         while j < len(rows) and rows[j][:2] == rows[i][:2]:
             j += 1
         t = np.array([inputs(r) for r in rows[i:j]]) @ np.asarray(weights)
-        rel = np.minimum.accumulate(1 / (1 + np.exp(-np.clip(t, -50, 50))))
+        rel = np.minimum.accumulate(rows[i][6] / (1 + np.exp(-np.clip(t, -50, 50))))  # policy.match's
         out.setdefault(rows[i][0], []).extend((v, r[4], k == 0) for k, (v, r) in enumerate(zip(rel.tolist(), rows[i:j])))
         i = j
     return out
@@ -254,6 +278,9 @@ def main():
     ap.add_argument("--distractors", type=int, default=None, help="how many distractor photos (default: all)")
     ap.add_argument("--sample", type=int, default=None,
                     help="a library of about this many photos, a third from each set (links beside --home)")
+    ap.add_argument("--landmarks", default=None,
+                    help="a library of Paris photos alone (one kind of subject): 'all' (the 250), or landmarks by name "
+                         "(e.g. louvre,defense,eiffel: links beside --home)")
     ap.add_argument("--ukbench", type=int, default=None, help="how many UKBench photos (default: all)")
     ap.add_argument("--top", type=int, default=100, help="results counted per query")
     ap.add_argument("--fetch", type=int, default=None, help="results asked per query (saved for study)")
@@ -270,7 +297,16 @@ def main():
     elif not a.reuse:
         extra = SHARED / "distractors"
         folders = [str(SHARED / "ukbench"), str(SHARED / "paris250" / "jpg")]
-        if a.distractors is None:
+        if a.landmarks:
+            folders = [str(SHARED / "paris250" / "jpg")]
+            if a.landmarks != "all":
+                link = home.parent / (home.name + "-landmarks")
+                link.mkdir(parents=True, exist_ok=True)
+                for p in sorted((SHARED / "paris250" / "jpg").glob("paris_*.jpg")):
+                    if p.name.split("_")[1] in a.landmarks.split(",") and not (link / p.name).exists():
+                        (link / p.name).symlink_to(p.resolve())
+                folders = [str(link)]
+        elif a.distractors is None:
             folders.append(str(extra))
         elif a.distractors:
             link = home.parent / (home.name + "-distractors")  # links: the shared folder is not ours to change
@@ -289,7 +325,7 @@ def main():
             saved = h / "relevance-fit-rows.json"
             mine = in_library(queries(a.ukbench), h)
             # what the saved searches depend on besides the library: the queries and the scale of u
-            key = [len(mine), a.top, policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED]
+            key = [len(mine), a.top, policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED, "match"]
             old = json.loads(saved.read_text()) if saved.exists() else None
             if (a.reuse and isinstance(old, dict) and old.get("key") == key
                     and saved.stat().st_mtime > (h / "catalog.sqlite").stat().st_mtime):
@@ -310,6 +346,7 @@ def main():
                 firsts = {name: [r for r in rs if r[2]] for name, rs in by_set.items() if name.endswith("none right")}
                 table(firsts, "the first result of searches with no right answer (wrong hidden = the search reads as empty)")
         return
+    qs += not_held(home)
     qfile = home / "relevance-queries.jsonl"
     qfile.write_text("".join(json.dumps({"path": p, "box": box}) + "\n" for _, p, box, _, _ in qs))
     out = subprocess.run(exe + ["search", "--queries", str(qfile), "--json", "--top", str(a.fetch or a.top), "--home", str(home)],
@@ -319,6 +356,7 @@ def main():
     rows = {}  # set -> [(score, similarity, right?)]
     saved = []  # (query, rank, score, similarity, right?) of every result, for offline study
     aps = {}  # set -> average precision of each query over its top (the ranking's quality)
+    firsts = {}  # set -> the first counted result's score of each search
     for n, ((name, path, box, right, junk), line) in enumerate(zip(qs, out)):
         res = json.loads(line)
         found, seen, ap = 0, 0, 0.0
@@ -328,6 +366,8 @@ def main():
             if p in junk or p == path:
                 continue
             if r["rank"] <= a.top:
+                if seen == 0:
+                    firsts.setdefault(name, []).append(r["score"])
                 rows.setdefault(name, []).append((r["score"], r["similarity"], p in right))
                 seen += 1
                 if p in right:
@@ -338,6 +378,10 @@ def main():
     table({name: [(r[0], r[2]) for r in rs] for name, rs in rows.items()},
           f"{status.get('indexed', '?')} photos indexed; top {a.top} of {len(qs)} queries; the CLI's `score`:")
     print("mAP of the top " + str(a.top) + ": " + ", ".join(f"{k} {100 * np.mean(v):.1f} ({len(v)} queries)" for k, v in aps.items()))
+    for name, fs in firsts.items():
+        if name == "not in the library":
+            print(f"searches for a photo the library does not hold ({len(fs)}), first result hidden (the search reads as empty): "
+                  + ", ".join(f"cut-off {c:.1f}: {np.mean(np.array(fs) < c):.2f}" for c in CUTS))
     np.save(home / "relevance-rows.npy", np.array(saved, np.float64))
     (home / "relevance-sets.json").write_text(json.dumps([q[0] for q in qs]))
 

@@ -84,7 +84,8 @@ class Hit:
     """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], non-increasing
     with rank: policy.relevance of the similarity on the nearest-neighbour scale and the score the
     ranking used (cosine for a plain search, cosine to the expanded query with QE, with HeR the
-    heat spread over the shortlist from 1 (best) to 0 (last)). similarity: plain cosine of the
+    heat spread over the shortlist from 1 (best) to 0 (last)), times policy.match (a search whose best
+    match is not close reads as no match). similarity: plain cosine of the
     query and this photo (in the searched, whitened space). state: ok | offline (its folder is not reachable) |
     missing (the file is gone). duplicate: the same file as the query; copy: the same photo resized,
     re-encoded or turned (Duplicates' whole-photo rule): both ranked first, at 1."""
@@ -411,13 +412,13 @@ class Searcher:
         # as many other photos in their place: HeR's graph is the same 200 photos whatever the
         # number of results asked (trial 12: a result read 0.35 with 100 asked, 0.50 with 200)
         k += len(copies)
+        near = sl.sims[~np.isin(sl.ids, same + copies)]  # the query's neighbours in the whole library
         if plan.her == "auto":
             # the query's own file and its copies are not its neighbours, box or not: counted, a
             # box's own photo (0.87 against 0.76 for the next) left nothing standing out, and HeR
             # stayed off for a box on a landmark with 35 photos (trial 10; benchmarks/policies.py
             # --exp boxown: Paris boxes +0.1 to +1.5, UKBench boxes -0 to -0.2), and four copies of
             # a photo did the same for its landmark (trial 11)
-            near = sl.sims[~np.isin(sl.ids, same + copies)]
             plan = replace(plan, her=policy.use_her(near[: policy.NEIGHBOURHOOD], False))
         t1 = time.perf_counter()
         final, scores, her = self._ranking(q, k, None, plan, snap, same + copies,
@@ -454,8 +455,12 @@ class Searcher:
         if hits:
             mu, sd = snap.similarity_scale
             unit = sd * policy.neighbour_z(not snap.whitening.is_identity)  # the nearest-neighbour scale
+            # how close its best match in the whole library is, filter or not (the query's own file
+            # and copies left out): a photo the library does not hold reads as no match
+            best = float(near[0]) if len(near) else None
+            matched = policy.match(None if best is None else (best - mu) / unit, best)
             rel = policy.relevance([(h.similarity - mu) / unit for h in hits],
-                                   [h.score if her else (h.score - mu) / unit for h in hits], her)
+                                   [h.score if her else (h.score - mu) / unit for h in hits], her, matched)
             rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
             for h, r in zip(hits, np.minimum.accumulate(rel)):  # non-increasing down the ranking
                 h.score = float(r)
