@@ -1508,17 +1508,27 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     d = tmp_path / "vanish"
     for i in range(120):
         write_photo(d / f"v{i:03d}.png", i, size=(160, 120))
+    (d / "a-broken.jpg").write_bytes(b"not a photo")
     seen = add_watching(window, d)
-    qtbot.waitUntil(lambda: any(n >= 10 for n in seen), timeout=60000)
+    qtbot.waitUntil(lambda: any(n >= 10 for n in seen) and window.svc.stats().get("failed", 0) >= 1, timeout=60000)
     shutil.rmtree(d)
     qtbot.waitUntil(lambda: any(f["path"] == str(d) and f.get("state") == "missing"
                                 for f in window.svc.stats().get("folders", [])), timeout=60000)
     wait_idle(qtbot, window)
-    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.Yes))
     qtbot.waitUntil(window.library.missing_btn.isVisible, timeout=10000)
     qtbot.mouseClick(window.library.missing_btn, Qt.LeftButton)
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Forgot "), timeout=20000)
-    assert "missing photo" in window.index_label.text() and window.svc.stats().get("missing", 0) == 0
+    assert window.svc.stats().get("missing", 0) == window.svc.stats().get("failed", 0) == 0
+    # (trial 13) what it forgot is what it asked about: "26 photos" asked, "Forgot 41 missing photos" said
+    import re
+    m = re.match(r"(\d+) photos? (?:is|are) marked missing because their folder vanished"
+                 r"(?:, and (\d+) files? in it could not be read)?\.", asked[0])
+    assert m and m[2], asked
+    n, failed = int(m[1]), int(m[2])
+    assert window.index_label.text() == (f"Forgot {n} missing photo{'s' * (n != 1)} and "
+                                         f"{failed} unreadable file{'s' * (failed != 1)}"), window.index_label.text()
     # (trial 12) removed, a folder that is gone is not said to keep its files on disk
     remove_folder(qtbot, window, monkeypatch, "vanish")
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed vanish"), timeout=20000)
