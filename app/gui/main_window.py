@@ -28,7 +28,7 @@ from ..core.pipeline.search import SearchRequest, SearchResult, request_from_set
 from .library_pane import LibraryPane, folder_total, plural
 from .preview import PreviewPane
 from .query_pane import QueryPane
-from .results import HitRole, ThumbnailDelegate, copies_words
+from .results import HitRole, ThumbnailDelegate, copies_words, shown_score
 from .results_pane import ResultsPane
 from .settings_dialog import SettingsDialog
 from .viewer import ViewerDialog, open_externally
@@ -908,7 +908,7 @@ class MainWindow(QMainWindow):
         hits = self.results_model.hits
         hidden = 0
         for row, h in enumerate(hits):
-            hide = h.score < cut
+            hide = shown_score(h.score) < cut
             hidden += hide
             self.results_view.setRowHidden(row, hide)
         shown = len(hits) - hidden
@@ -996,7 +996,7 @@ class MainWindow(QMainWindow):
     def _shown_hits(self) -> list:
         """The results the grid shows: those at or above the cut-off (scores never rise down the
         list, so they are its first rows)."""
-        return [h for h in self.results_model.hits if h.score >= self.results.min_score]
+        return [h for h in self.results_model.hits if shown_score(h.score) >= self.results.min_score]
 
     def _draw_box_on(self, path: str):
         """The viewer's "Draw a box here": the photo becomes the query with a box in its middle,

@@ -12,6 +12,7 @@ from ..core.heatmap import overlay_rgba
 from ..core.library.paths import display
 from ..core.pipeline.search import Hit
 from .query_view import rgba_qimage
+from .results import shown_score
 
 PREVIEW_LOAD = QSize(1024, 1024)
 
@@ -52,7 +53,7 @@ class PreviewPane(QWidget):
         self.hit = hit
         # the name on a line of its own: a long path has no space to wrap at, and was cut mid-name
         folder, name = os.path.split(display(hit.path))
-        self.caption.setText(f"#{hit.rank} · relevance {hit.score:.2f}\n{name}\n{folder}")
+        self.caption.setText(f"#{hit.rank} · relevance {shown_score(hit.score):.2f}\n{name}\n{folder}")
         self.caption.setToolTip(display(hit.path))
         self._render()
 

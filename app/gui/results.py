@@ -22,6 +22,12 @@ CAPTION = 36  # px under the thumbnail: file name, then relevance (bar and numbe
 THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
 
 
+
+def shown_score(score: float) -> float:
+    """A relevance as the grid, the preview and the viewer show it (two decimals): what the cut-off
+    compares (trial 13: results that read "1.00" vanished at "min 1.00")."""
+    return round(max(0.0, min(1.0, score)), 2)
+
 class ResultsModel(QAbstractListModel):
     """Rows = hits of the latest search, best first."""
 
@@ -110,7 +116,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
     def caption(hit: Hit, font: QFont, width: int) -> tuple[str, str]:
         """(file name as it fits `width` px, relevance as the viewer and --json give it)."""
         name = QFontMetrics(font).elidedText(os.path.basename(display(hit.path)), Qt.ElideMiddle, width)
-        return name, f"{max(0.0, min(1.0, hit.score)):.2f}"
+        return name, f"{shown_score(hit.score):.2f}"
 
     def paint(self, p: QPainter, option, index):
         hit: Hit | None = index.data(HitRole)

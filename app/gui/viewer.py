@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QLabel, QMessage
 from ..core.heatmap import overlay_rgba
 from ..core.library.paths import display
 from .query_view import rgba_qimage
-from .results import copies_words
+from .results import copies_words, shown_score
 
 VIEWER_LOAD = QSize(4096, 4096)  # 1:1 up to 16 MP; larger photos are shown at 4096 px (memory)
 
@@ -241,7 +241,7 @@ class ViewerDialog(QDialog):
         zoom = "" if self.fit else f" · {self.zoom:.0%}"
         end = f" · {self._end}" if self._end else ""
         more = f" (and {copies_words(len(hit.hidden_copies))}, One per duplicate)" if hit.hidden_copies else ""
-        self.caption.setText(f"#{hit.rank} of {len(self.hits)}{end} · relevance {hit.score:.2f}{zoom} · {display(hit.path)}{more}")
+        self.caption.setText(f"#{hit.rank} of {len(self.hits)}{end} · relevance {shown_score(hit.score):.2f}{zoom} · {display(hit.path)}{more}")
         img = self.loader.get(hit.path, VIEWER_LOAD)
         if img is None:
             self.loader.request(hit.path, VIEWER_LOAD)

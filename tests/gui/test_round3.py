@@ -1577,3 +1577,22 @@ def test_the_preview_forgets_a_result_the_cutoff_hides(qtbot, window, photo_dir)
     while not view.isRowHidden(last):  # the cut-off raised with the keys until it hides that result
         qtbot.keyClick(window.results.cutoff, Qt.Key_PageUp)
     assert window.preview.hit is None and window.preview.caption.text() == ""
+
+
+def test_the_cutoff_keeps_every_result_that_reads_at_it(qtbot, window, photo_dir):
+    """Trial 13: results that read "1.00" in the grid vanished at "min 1.00", and one that read
+    "0.99" at "min 0.99": the cut-off compared the unrounded relevance with the number it shows."""
+    index_folder(qtbot, window, photo_dir)
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    view, hits = window.results_view, window.results_model.hits
+    shown = [float(window.results_view.itemDelegate().caption(h, view.font(), 200)[1]) for h in hits]
+    rounded_up = [(row, s) for row, (h, s) in enumerate(zip(hits, shown)) if 0 < s and h.score < s]
+    assert rounded_up, [(h.score, s) for h, s in zip(hits, shown)]
+    row, reads = rounded_up[-1]
+    window.results.cutoff.setFocus()
+    qtbot.keyClick(window.results.cutoff, Qt.Key_Home)
+    for _ in range(round(reads * 100)):  # the cut-off set with the keys to what that result reads
+        qtbot.keyClick(window.results.cutoff, Qt.Key_Right)
+    assert window.results.cutoff_label.text() == f"min {reads:.2f}"
+    assert not view.isRowHidden(row)
+    assert all(view.isRowHidden(r) == (s < reads) for r, s in enumerate(shown))
