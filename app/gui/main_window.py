@@ -923,6 +923,9 @@ class MainWindow(QMainWindow):
             msg = f"{shown} shown of {len(hits)}; the cut-off hides {hidden}"
         else:
             msg = f"{len(hits)} results"
+        self.results_view.set_empty_note(
+            f"The relevance cut-off (min {cut:.2f}) hides all {len(hits)} results.\nMove the Relevance slider "
+            "to the left to see them." if hits and not shown else "")
         folded = sum(len(h.hidden_copies) for h in hits if h.score >= cut)
         if folded:  # trial 9 read copies that One per duplicate folded in as hidden by the cut-off;
             # short: the line is cut at 1366 px (trial 10)

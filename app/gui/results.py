@@ -209,6 +209,22 @@ class ResultsView(QListView):
         self.setDragEnabled(True)
         self.setSpacing(0)
         self.setMinimumWidth(MIN_CELL + 30)
+        self.empty_note = ""  # drawn in the middle while every result is hidden (`set_empty_note`)
+
+    def set_empty_note(self, text: str) -> None:
+        """What the grid says while it shows nothing though there are results (trial 13: a cut-off
+        of 0.99 remembered from the day before left an empty grid, said only in the small line)."""
+        if text != self.empty_note:
+            self.empty_note = text
+            self.viewport().update()
+
+    def paintEvent(self, event):
+        super().paintEvent(event)
+        if self.empty_note:
+            p = QPainter(self.viewport())
+            p.setPen(self.palette().placeholderText().color())
+            p.drawText(self.viewport().rect().adjusted(24, 24, -24, -24), Qt.AlignCenter | Qt.TextWordWrap, self.empty_note)
+            p.end()
 
     def usable_width(self) -> int:
         """The width cells may use, leaving room for the vertical scroll bar even before it shows

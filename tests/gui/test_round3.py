@@ -1596,3 +1596,22 @@ def test_the_cutoff_keeps_every_result_that_reads_at_it(qtbot, window, photo_dir
     assert window.results.cutoff_label.text() == f"min {reads:.2f}"
     assert not view.isRowHidden(row)
     assert all(view.isRowHidden(r) == (s < reads) for r, s in enumerate(shown))
+
+
+def test_a_grid_emptied_by_the_cutoff_says_so_in_the_grid(qtbot, window, photo_dir, tmp_path):
+    """Trial 13: a cut-off of 0.99 remembered from before the restart left the next search's grid
+    empty, said only in the small line beside the slider. The grid itself says it now."""
+    index_folder(qtbot, window, photo_dir)
+    window.results.cutoff.setFocus()
+    qtbot.keyClick(window.results.cutoff, Qt.Key_End)  # as high as it goes
+    write_photo(tmp_path / "outside.png", 77, size=(160, 120))  # not in the library: no own photo at 1.00
+    search(qtbot, window, tmp_path / "outside.png")
+    view = window.results_view
+    n = len(window.results_model.hits)
+    assert n and all(view.isRowHidden(r) for r in range(n))
+    blank = view.viewport().grab().toImage()
+    assert view.empty_note.startswith(f"The relevance cut-off (min 1.00) hides all {n} results"), view.empty_note
+    middle = blank.copy(0, blank.height() // 2 - 30, blank.width(), 60)
+    assert len({middle.pixel(x, y) for x in range(0, middle.width(), 2) for y in range(0, 60, 2)}) > 2  # words drawn
+    qtbot.keyClick(window.results.cutoff, Qt.Key_Home)
+    assert view.empty_note == "" and not view.isRowHidden(0)
