@@ -924,8 +924,8 @@ class MainWindow(QMainWindow):
         else:
             msg = f"{len(hits)} results"
         self.results_view.set_empty_note(
-            f"The relevance cut-off (min {cut:.2f}) hides all {len(hits)} results.\nMove the Relevance slider "
-            "to the left to see them." if hits and not shown else "")
+            f"No result reads {cut:.2f} or more (the relevance cut-off): the library may hold nothing like this.\n"
+            f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")
         folded = sum(len(h.hidden_copies) for h in hits if h.score >= cut)
         if folded:  # trial 9 read copies that One per duplicate folded in as hidden by the cut-off;
             # short: the line is cut at 1366 px (trial 10)
