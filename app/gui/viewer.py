@@ -241,6 +241,9 @@ class ViewerDialog(QDialog):
         zoom = "" if self.fit else f" · {self.zoom:.0%}"
         end = f" · {self._end}" if self._end else ""
         more = f" (and {copies_words(len(hit.hidden_copies))}, One per duplicate)" if hit.hidden_copies else ""
+        # the buttons say where the ends are (trial 13: Next stayed enabled on the last result)
+        self.prev_btn.setEnabled(self.row > 0)
+        self.next_btn.setEnabled(self.row < len(self.hits) - 1)
         self.caption.setText(f"#{hit.rank} of {len(self.hits)}{end} · relevance {shown_score(hit.score):.2f}{zoom} · {display(hit.path)}{more}")
         img = self.loader.get(hit.path, VIEWER_LOAD)
         if img is None:

@@ -295,8 +295,11 @@ def test_the_viewer_pages_through_what_the_cutoff_shows(qtbot, window, photo_dir
     # to the first, which looked like keys that did nothing)
     assert len(set(seen)) == shown and seen[-1] == seen[-2]
     assert f"#{shown} of {shown} · the last result" in viewer.caption.text()
+    # (trial 13) the Next button too says there is no next one
+    assert not viewer.next_btn.isEnabled() and viewer.prev_btn.isEnabled()
     qtbot.keyClick(viewer.scroll, Qt.Key_Left)
     assert viewer.hit.path == seen[-3] and "the last result" not in viewer.caption.text()
+    assert viewer.next_btn.isEnabled()
 
 
 def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window, tmp_path, monkeypatch):
