@@ -299,7 +299,7 @@ def _read_queries(a):
 
 
 def cmd_search(a) -> int:
-    from .core.library.paths import display
+    from .core.library.paths import display, is_within
     from .core.pipeline.search import Searcher
 
     if a.queries:
@@ -313,6 +313,11 @@ def cmd_search(a) -> int:
     svc = _open(a, write=False)
     failures = bad
     try:
+        roots = [f["path"] for f in svc.stats().get("folders", [])]
+        for f in a.folder or []:  # trial 13: a folder not in the library read "no results", exit 0
+            if not any(is_within(str(Path(f).expanduser().resolve()), r) for r in roots):
+                raise InputError(f"--folder {display(f)} is not in the library (its folders: "
+                                 f"{', '.join(display(r) for r in roots) or 'none'})")
         searcher = Searcher(svc)
         for n, path, box in reqs:
             try:

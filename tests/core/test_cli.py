@@ -55,6 +55,11 @@ def test_batch_queries_in_order(home, photo_dir, capsys, tmp_path):
     main(["search", "--queries", str(f), "--json", "--top", "3", "--no-her", "--no-qe", "--home", str(home)])
     err = capsys.readouterr().err
     assert "line 2: not JSON at column 1; each line is a JSON object" in err and "Expecting" not in err, err
+    # (trial 13) a --folder the library does not hold read "no results (the filters leave no photo)", exit 0
+    assert main(["search", str(qs[0]), "--folder", str(tmp_path / "nowhere"), "--home", str(home)]) == 1
+    err = capsys.readouterr().err
+    assert "--folder" in err and "is not in the library (its folders: " in err and len(err.strip().splitlines()) == 1, err
+    assert main(["search", str(qs[0]), "--folder", str(photo_dir / "scene1"), "--top", "3", "--home", str(home)]) == 0
 
 
 def test_errors_exit_nonzero_with_one_line(home, tmp_path):
