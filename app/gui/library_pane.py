@@ -13,6 +13,19 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem
 from ..core.library.paths import display
 
 
+
+def folder_names(paths: list[str]) -> list[str]:
+    """What the pane calls each folder: its name, with its parent's where two share a name (trial
+    13: two folders called "Misc" looked alike), or its whole path where that is not enough."""
+    def name(p, up):
+        parts = display(p).rstrip("/").split("/")
+        return parts[-1] if up == 0 else f"{parts[-1]} (in {'/'.join(parts[-1 - up:-1])})"
+
+    names = [name(p, 0) or display(p) for p in paths]
+    for up in (1, 2):
+        names = [name(p, up) if names.count(n) > 1 else n for p, n in zip(paths, names)]
+    return [display(p) if names.count(n) > 1 else n for p, n in zip(paths, names)]
+
 class LibraryPane(QWidget):
     addRequested = Signal()
     removeRequested = Signal(str)  # folder path, after the user confirmed
@@ -86,8 +99,8 @@ class LibraryPane(QWidget):
         current = self.current_path()
         left = left or {}
         self.folder_list.clear()
-        for f in stats.get("folders", []):
-            name = os.path.basename(display(f["path"]).rstrip("/")) or display(f["path"])
+        folders = stats.get("folders", [])
+        for f, name in zip(folders, folder_names([f["path"] for f in folders])):
             indexed, failed = f.get("indexed", 0), f.get("failed", 0)
             total = folder_total(f, self._totals) if indexing else 0
             if indexing and total > indexed:

@@ -1619,3 +1619,14 @@ def test_a_grid_emptied_by_the_cutoff_says_so_in_the_grid(qtbot, window, photo_d
     assert len({middle.pixel(x, y) for x in range(0, middle.width(), 2) for y in range(0, 60, 2)}) > 2  # words drawn
     qtbot.keyClick(window.results.cutoff, Qt.Key_Home)
     assert view.empty_note == "" and not view.isRowHidden(0)
+
+
+def test_two_folders_of_the_same_name_read_apart_in_the_library_pane(qtbot, window, tmp_path):
+    """Trial 13: the Library pane names a folder by its last part only, so two folders called
+    "Misc" looked alike; now each says which folder it is in."""
+    for parent in ("home", "trip"):
+        for i in range(2):
+            write_photo(tmp_path / parent / "Misc" / f"{parent}{i}.png", 300 + i + len(parent), size=(120, 90))
+        index_folder(qtbot, window, tmp_path / parent / "Misc")
+    items = [window.library.folder_list.item(i).text().splitlines()[0] for i in range(window.library.folder_list.count())]
+    assert sorted(items) == ["Misc (in home)", "Misc (in trip)"], items
