@@ -315,7 +315,9 @@ def cmd_search(a) -> int:
     try:
         roots = [f["path"] for f in svc.stats().get("folders", [])]
         for f in a.folder or []:  # trial 13: a folder not in the library read "no results", exit 0
-            if not any(is_within(str(Path(f).expanduser().resolve()), r) for r in roots):
+            # inside a library folder or holding some (as the filter takes it), as written or resolved
+            ways = {os.path.abspath(os.path.expanduser(f)), str(Path(f).expanduser().resolve())}
+            if not any(is_within(w, r) or is_within(r, w) for w in ways for r in roots):
                 raise InputError(f"--folder {display(f)} is not in the library (its folders: "
                                  f"{', '.join(display(r) for r in roots) or 'none'})")
         searcher = Searcher(svc)
@@ -412,7 +414,7 @@ def cmd_forget(a) -> int:
     svc = _open(a, write=True)
     try:
         n = svc.run(svc.forget(a.path, missing_only=a.missing))
-        what = "missing photos" if a.missing else "images"
+        what = "missing photos (and skipped files of folders that are gone)" if a.missing else "images"
         print(f"forgot {n} {what} under {display(a.path)} (the photos themselves are untouched)")
     finally:
         svc.close()
@@ -568,7 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     rb.set_defaults(func=cmd_rebuild)
     fg = sub.add_parser("forget", parents=[common], help="remove a folder or file from the library (photos untouched)")
     fg.add_argument("path")
-    fg.add_argument("--missing", action="store_true", help="only the photos marked missing under PATH")
+    fg.add_argument("--missing", action="store_true", help="only the photos marked missing under PATH (and the skipped files of its folders that are gone)")
     fg.set_defaults(func=cmd_forget)
     pg = sub.add_parser("purge", parents=[common], help="delete descriptors of model settings no longer in use")
     pg.add_argument("--force", action="store_true",

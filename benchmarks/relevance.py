@@ -34,7 +34,9 @@ similarity on the nearest-neighbour scale; r, the ranking's own score; whether H
 library weighted equally; it prints the weights and the table they would give, and each
 library's nearest-neighbour scale (what policy.NEIGHBOUR_Z fixes). With several
 --home, every library's searches are fitted together and the tables are printed per library.
-The searches are saved beside each library and reused with --reuse while the library, the
+The fit leaves out policy.match (the tables apply it: each search's factor is recorded with its
+rows), so it weighs a little differently what ships. The searches are saved beside each library
+and reused with --reuse while the library, the
 queries and policy.NEIGHBOUR_Z are the same (u is stored on that scale). The shipped weights were
 fitted (round 2) without the UKBench boxes; with them the objective is not quite the same.
 """

@@ -99,7 +99,7 @@ MATCH_STEEPNESS = (30.0, 100.0)  # per unit of u, per unit of cosine
 
 
 def match(best_u: float | None, best_cosine: float | None) -> float:
-    """In (0, 1): whether a search's best match is a match at all, from its u (MATCH_U) or its
+    """In (0, 1]: whether a search's best match is a match at all, from its u (MATCH_U) or its
     cosine in the searched space (MATCH_COSINE), whichever is closer; 1 when there is none (None)."""
     import numpy as np
 

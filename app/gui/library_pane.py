@@ -19,7 +19,7 @@ def folder_names(paths: list[str]) -> list[str]:
     13: two folders called "Misc" looked alike), or its whole path where that is not enough."""
     def name(p, up):
         parts = display(p).rstrip("/").split("/")
-        return parts[-1] if up == 0 else f"{parts[-1]} (in {'/'.join(parts[-1 - up:-1])})"
+        return parts[-1] if up == 0 else f"{parts[-1]} (in {'/'.join(parts[-1 - up:-1]) or '/'})"
 
     names = [name(p, 0) or display(p) for p in paths]
     for up in (1, 2):
@@ -129,8 +129,10 @@ class LibraryPane(QWidget):
                 self.folder_list.setCurrentItem(item)
         self._enable_folder_buttons()
         missing = stats.get("missing", 0)
-        self.missing_btn.setVisible(bool(missing))
-        self.missing_btn.setText(f"Forget {plural(missing, 'missing photo')}")
+        # a vanished folder's skipped files go with its missing photos (Forget missing photos)
+        gone_skipped = sum(f.get("failed", 0) for f in stats.get("folders", []) if f.get("state") == "missing")
+        self.missing_btn.setVisible(bool(missing or gone_skipped))
+        self.missing_btn.setText(f"Forget {plural(missing, 'missing photo')}" if missing else "Forget missing photos")
         remaining = sum(left.values())
         self.resume_btn.setVisible(bool(remaining) and not indexing)
         self.resume_btn.setText(f"Resume ({remaining} left)")

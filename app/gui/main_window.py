@@ -500,7 +500,7 @@ class MainWindow(QMainWindow):
         # the files of a vanished folder that could not be read go with it (trial 13: asked about
         # "26 photos", then "Forgot 41 missing photos")
         failed = sum(f.get("failed", 0) for f in st.get("folders", []) if f.get("state") == "missing")
-        also = f", and {plural(failed, 'file')} in it could not be read" if failed else ""
+        also = f", and {plural(failed, 'file')} in it {'was' if failed == 1 else 'were'} skipped (could not be read)" if failed else ""
         if QMessageBox.question(self, "Forget missing photos?",
                                 f"{plural(n, 'photo')} {'is' if n == 1 else 'are'} marked missing because their folder "
                                 f"vanished{also}. Forget them? If the folder comes back later they are indexed "
@@ -588,7 +588,7 @@ class MainWindow(QMainWindow):
             folder = os.path.basename(display(path).rstrip("/")) if path else ""
             if path is None:  # Forget missing photos
                 failed = counts.get("failed", 0)
-                also = f" and {plural(failed, 'unreadable file')}" if failed else ""
+                also = f" and {plural(failed, 'skipped file')}" if failed else ""
                 self.index_label.setText(f"Forgot {plural(max(0, ev.data - failed), 'missing photo')}{also}"
                                          if kind == "done" and isinstance(ev.data, int)
                                          else f"Missing photos could not be forgotten: {ev.data}")
@@ -740,6 +740,7 @@ class MainWindow(QMainWindow):
         self.last_result = None
         self.results_model.set_hits([])
         self.preview.clear()
+        self.results_view.set_empty_note("")
         self.results.info.setText(message)
 
     def set_query_path(self, path: str, centred_box: bool = False):
@@ -926,7 +927,7 @@ class MainWindow(QMainWindow):
         self.results_view.set_empty_note(
             f"No result reads {cut:.2f} or more (the relevance cut-off): the library may hold nothing like this.\n"
             f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")
-        folded = sum(len(h.hidden_copies) for h in hits if h.score >= cut)
+        folded = sum(len(h.hidden_copies) for h in hits if shown_score(h.score) >= cut)
         if folded:  # trial 9 read copies that One per duplicate folded in as hidden by the cut-off;
             # short: the line is cut at 1366 px (trial 10)
             msg += f"; {copies_words(folded)} folded in"

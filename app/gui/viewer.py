@@ -241,9 +241,15 @@ class ViewerDialog(QDialog):
         zoom = "" if self.fit else f" · {self.zoom:.0%}"
         end = f" · {self._end}" if self._end else ""
         more = f" (and {copies_words(len(hit.hidden_copies))}, One per duplicate)" if hit.hidden_copies else ""
-        # the buttons say where the ends are (trial 13: Next stayed enabled on the last result)
-        self.prev_btn.setEnabled(self.row > 0)
-        self.next_btn.setEnabled(self.row < len(self.hits) - 1)
+        # the buttons say where the ends are (trial 13: Next stayed enabled on the last result);
+        # a focused button about to be greyed hands the focus to the other one, or to the photo
+        # (Qt would pass it on to the next button: Space on Next at the end then changed the zoom)
+        ends = {self.prev_btn: self.row > 0, self.next_btn: self.row < len(self.hits) - 1}
+        for b, on in ends.items():
+            if not on and b.hasFocus():
+                other = self.next_btn if b is self.prev_btn else self.prev_btn
+                (other if ends[other] else self.scroll).setFocus()
+            b.setEnabled(on)
         self.caption.setText(f"#{hit.rank} of {len(self.hits)}{end} · relevance {shown_score(hit.score):.2f}{zoom} · {display(hit.path)}{more}")
         img = self.loader.get(hit.path, VIEWER_LOAD)
         if img is None:

@@ -60,6 +60,8 @@ def test_batch_queries_in_order(home, photo_dir, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "--folder" in err and "is not in the library (its folders: " in err and len(err.strip().splitlines()) == 1, err
     assert main(["search", str(qs[0]), "--folder", str(photo_dir / "scene1"), "--top", "3", "--home", str(home)]) == 0
+    # a folder that holds the library's folders is one too (a review: it was refused)
+    assert main(["search", str(qs[0]), "--folder", str(photo_dir.parent), "--top", "3", "--home", str(home)]) == 0
 
 
 def test_errors_exit_nonzero_with_one_line(home, tmp_path):

@@ -295,8 +295,9 @@ def test_a_photo_the_library_does_not_hold_reads_as_no_match(tmp_path):
         pytest.skip(f"shared photos not found in {src}")
     d = tmp_path / "paris"
     d.mkdir()
-    for p in src.glob("paris_*.jpg"):
-        (d / p.name).write_bytes(p.read_bytes())
+    for p in src.glob("paris_*.jpg"):  # a subfolder per landmark (for the filter below)
+        (d / p.name.split("_")[1]).mkdir(exist_ok=True)
+        (d / p.name.split("_")[1] / p.name).write_bytes(p.read_bytes())
     svc = open_lib(tmp_path / "h", backbone=DEFAULT_BACKBONE, max_side=DEFAULT_MAX_SIDE, batch_size=8)
     index(svc, [d])
     searcher = Searcher(svc)
@@ -306,12 +307,30 @@ def test_a_photo_the_library_does_not_hold_reads_as_no_match(tmp_path):
         res = searcher.search(SearchRequest(path=str(q), top=20))
         firsts.append(res.hits[0].score)
         hers.append(res.plan.her)
-    query = d / "paris_eiffel_000045.jpg"
+    # a filter leaves each photo's relevance as in the whole library, no-match factor included
+    scores = {h.path: h.score for h in searcher.search(SearchRequest(path=str(outside[0]), top=250)).hits}
+    within = searcher.search(SearchRequest(path=str(outside[0]), top=20, filters=Filters(folders=(str(d / "louvre"),))))
+    assert within.hits and all("/louvre/" in h.path for h in within.hits)
+    assert all(h.score == pytest.approx(scores[h.path], abs=1e-9) for h in within.hits)
+    query = d / "eiffel" / "paris_eiffel_000045.jpg"
     res = searcher.search(SearchRequest(path=str(query), top=100))
     svc.close()
     right = [h.score >= 0.5 for h in res.hits if "_eiffel_" in h.path and h.path != str(query)]
     assert sum(hers) >= 3, hers  # HeR ranked some of them: its spread is what read them ~1
-    # (before: 9 of these 16 read 0.98-0.99; a UKBench object's best match at cosine 0.644, a
-    # hair above policy.MATCH_COSINE, still reads 0.81)
+    # (before: 9 of these 16 read 0.98-0.99; one UKBench object, whose best match lies just past
+    # both of policy.match's thresholds, still reads 0.81)
     assert sum(f >= 0.5 for f in firsts) <= 2, [round(f, 2) for f in firsts]
     assert res.plan.her and len(right) >= 10 and np.mean(right) >= 0.8, (res.plan.her, len(right), np.mean(right))
+
+
+def test_a_match_is_judged_by_the_closer_of_its_two_measures():
+    """policy.match: 1 where there is nothing to judge, one half at either threshold with the other
+    far, and either measure alone enough (the scale fails in a library of one kind of subject, the
+    cosine leans on the model)."""
+    assert policy.match(None, None) == 1.0
+    assert policy.match(policy.MATCH_U, -1.0) == pytest.approx(0.5)
+    assert policy.match(-5.0, policy.MATCH_COSINE) == pytest.approx(0.5)
+    assert policy.match(policy.MATCH_U + 0.3, 0.0) > 0.99 and policy.match(-5.0, policy.MATCH_COSINE + 0.1) > 0.99
+    assert policy.match(policy.MATCH_U - 0.3, policy.MATCH_COSINE - 0.1) < 0.001
+    u = np.array([1.0, 0.5])
+    assert np.allclose(policy.relevance(u, u, False, 0.25), 0.25 * policy.relevance(u, u, False))
