@@ -424,6 +424,8 @@ class LibraryWriter:
             raise InputError(f"{paths.display(target)} is not a library folder but holds {len(above)} of them ({names}); "
                              "forget each by name (nothing was forgotten)")
         partial = [f.id for f in rows if f.id not in whole and target is not None and paths.is_within(target, f.path)]
+        if missing_only:
+            self.refresh_folders()  # which folders are gone now (`_failed_and_gone`): one may have come back
         ids = [i for i, p, st in self.catalog.image_paths(whole + partial)
                if (not missing_only or st == "missing" or self._failed_and_gone(p, st))
                and (target is None or paths.is_within(p, target))]
