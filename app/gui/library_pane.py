@@ -4,7 +4,6 @@ Add, Remove (asks first), Rescan (look for new, changed and deleted photos now),
 photos a stopped run left), Forget missing photos."""
 from __future__ import annotations
 
-import os
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox, QPushButton, QVBoxLayout,
