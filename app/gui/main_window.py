@@ -529,7 +529,9 @@ class MainWindow(QMainWindow):
     def toggle_pause(self):
         """Pause or resume the run; with none, resume what a stopped run left (the pane's Resume)."""
         cur = self.svc.running
-        if cur is None or cur.name != "index":
+        # a run whose end was told (its future done) is over, though the service still holds it
+        # while it saves (CI: Alt+F, U right after a stop paused that dead run, and nothing resumed)
+        if cur is None or cur.name != "index" or cur.future.done():
             if any(self._left.values()):
                 self.start_indexing()
             return
