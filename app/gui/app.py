@@ -84,7 +84,12 @@ def main(argv=None) -> int:
         win.add_folder(folder)
     if a.index:
         wait(win.indexingFinished)
-        while win.index_cmd is not None or (svc.running is not None and svc.running.name == "index"):
+
+        def indexing():  # a run whose end was told is over, though the service holds it while it saves
+            cur = svc.running
+            return win.index_cmd is not None or (cur is not None and cur.name == "index" and not cur.future.done())
+
+        while indexing():
             wait(win.indexingFinished, 60_000)
     if a.query:
         box = tuple(float(v) for v in a.box.split(",")) if a.box else None

@@ -514,7 +514,9 @@ class MainWindow(QMainWindow):
         if self.svc.closed or self.svc.read_only or self.svc.writer.target is None:
             return  # closed: the start's rescan timer fired after a quick shutdown (a CI run)
         running = self.svc.running
-        if self.index_cmd is not None or (running is not None and running.name == "index"):
+        # (a run whose end was told is over, though the service holds it while it saves: a rescan
+        # asked then was put off to a next run that never came)
+        if self.index_cmd is not None or (running is not None and running.name == "index" and not running.future.done()):
             self._reindex_again = True
             self._changed_dirs = None if only is None or self._changed_dirs is None else self._changed_dirs | set(only)
             return
