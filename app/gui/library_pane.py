@@ -4,13 +4,11 @@ Add, Remove (asks first), Rescan (look for new, changed and deleted photos now),
 photos a stopped run left), Forget missing photos."""
 from __future__ import annotations
 
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
 
 from ..core.library.paths import display
-
 
 
 def folder_names(paths: list[str]) -> list[str]:
@@ -24,6 +22,7 @@ def folder_names(paths: list[str]) -> list[str]:
     for up in (1, 2):
         names = [name(p, up) if names.count(n) > 1 else n for p, n in zip(paths, names)]
     return [display(p) if names.count(n) > 1 else n for p, n in zip(paths, names)]
+
 
 class LibraryPane(QWidget):
     addRequested = Signal()
