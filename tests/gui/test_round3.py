@@ -1608,7 +1608,7 @@ def test_the_cutoff_keeps_every_result_that_reads_at_it(qtbot, window, photo_dir
     assert all(view.isRowHidden(r) == (s < reads) for r, s in enumerate(shown))
 
 
-def test_a_grid_emptied_by_the_cutoff_says_so_in_the_grid(qtbot, window, photo_dir, tmp_path):
+def test_a_grid_emptied_by_the_cutoff_says_so_in_the_grid(qtbot, window, photo_dir, tmp_path, monkeypatch):
     """Trial 13: a cut-off of 0.99 remembered from before the restart left the next search's grid
     empty, said only in the small line beside the slider. The grid itself says it now."""
     index_folder(qtbot, window, photo_dir)
@@ -1626,6 +1626,15 @@ def test_a_grid_emptied_by_the_cutoff_says_so_in_the_grid(qtbot, window, photo_d
     assert len({middle.pixel(x, y) for x in range(0, middle.width(), 2) for y in range(0, 60, 2)}) > 2  # words drawn
     qtbot.keyClick(window.results.cutoff, Qt.Key_Home)
     assert view.empty_note == "" and not view.isRowHidden(0)
+    # emptied again, then a photo that cannot be read is opened: no words of the last search stay
+    # over its empty grid (a review)
+    qtbot.keyClick(window.results.cutoff, Qt.Key_End)
+    assert view.empty_note
+    (tmp_path / "broken.jpg").write_bytes(b"not a photo")
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(tmp_path / "broken.jpg"), "")))
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    assert window.results_model.hits == [] and view.empty_note == "", (window.status_label.text(), view.empty_note)
 
 
 def test_two_folders_of_the_same_name_read_apart_in_the_library_pane(qtbot, window, tmp_path):
