@@ -44,6 +44,17 @@ SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers
 CANDIDATE_FLOOR = 0.50  # descriptor cosine of a candidate pair (a crop of half the side: down to ~0.5)
 CROP_MIN_SIDE = 0.5  # a crop keeps at least half of each side of its original
 CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is the whole photo)
+# A photo with at most this share of another's pixels is searched for as a window of it when the two
+# do not pass as the whole photo. Was CROP_MAX_AREA: a trim of 97 % of each side (trial 13), shifted
+# by 1.5 % of a side, fitted neither (benchmarks/duplicates.py "trim", 90-98 % of each side: 1 of 32
+# not grouped, now all; pair precision unchanged). Such a trim's windows reach TRIM_MAX_PIXELS of
+# the photo; windows that large for every pair joined other photos of a building (pair precision
+# 1.00 -> 0.86).
+TRIM_MAX_PIXELS = 0.97
+# A copy with fewer pixels that passes as the whole photo is still a crop when a window fits it
+# better by this much (trial 13: a 93 % trim, its whole comparison misaligned, was "the same photo
+# with its brightness or contrast changed"; a resize fits the whole photo better than any window).
+CROP_BETTER = 0.01
 ENLARGED = 1.15  # pixels a crop may have over its window's (window sizes are whole thumbnail pixels)
 # Fine-structure correlation (signature.detail_scores) a whole-photo pair needs besides the
 # threshold: on benchmarks/duplicates.py every source-edit pair reaches 0.72 (a border or a
@@ -298,17 +309,17 @@ def _content_area(row) -> float:
     return row[2] * row[3] * (1.0 - border)
 
 
-def window_scales(H: int, W: int, h: int, w: int) -> list[tuple[float, float]]:
+def window_scales(H: int, W: int, h: int, w: int, max_area: float = CROP_MAX_AREA) -> list[tuple[float, float]]:
     """Window sizes ((height, width) as fractions of an H x W big thumbnail) at which an h x w
     small thumbnail may be a crop of it: the small one's own aspect ratio, each side at least
-    CROP_MIN_SIDE and the area at most CROP_MAX_AREA. A crop that was not resized fits one size
+    CROP_MIN_SIDE and the area at most `max_area`. A crop that was not resized fits one size
     exactly; a crop resized afterwards any: one window per pixel of width of the big thumbnail."""
     ratio = (w / h) / (W / H)  # the window's width fraction over its height fraction
     out = []
     for ww in range(int(np.ceil(CROP_MIN_SIDE * W)), W + 1):
         fw = ww / W
         fh = fw / ratio
-        if CROP_MIN_SIDE <= fh <= 1.0 and fw * fh <= CROP_MAX_AREA:
+        if CROP_MIN_SIDE <= fh <= 1.0 and fw * fh <= max_area:
             out.append((fh, fw))
     return out
 
@@ -320,8 +331,13 @@ def _scored_windows(rows, pairs: list[tuple[int, int]], known: dict) -> None:
     known.update({p: (0.0, 0.0, 0) for p in pairs if p not in known and not (rows[p[0]][9] and rows[p[1]][9])})
     if not todo:
         return
-    best, width, turn = crop_search([rows[b][9] for b, _ in todo], [rows[s][9] for _, s in todo], window_scales)
-    known.update(zip(todo, zip(best.tolist(), width.tolist(), turn.tolist())))
+    # a trim (more than CROP_MAX_AREA of the other's pixels) is looked for in windows as large as it
+    trim = [_content_area(rows[s]) > CROP_MAX_AREA * _content_area(rows[b]) for b, s in todo]
+    for trims, scales in ((False, window_scales), (True, lambda *shapes: window_scales(*shapes, max_area=TRIM_MAX_PIXELS))):
+        some = [p for p, t in zip(todo, trim) if t == trims]
+        if some:
+            best, width, turn = crop_search([rows[b][9] for b, _ in some], [rows[s][9] for _, s in some], scales)
+            known.update(zip(some, zip(best.tolist(), width.tolist(), turn.tolist())))
 
 
 def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, log=None, cache: dict | None = None) -> list[Group]:
@@ -411,7 +427,7 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
             u.join(a, b)
         elif crops:
             big, small = (a, b) if _content_area(rows[a]) >= _content_area(rows[b]) else (b, a)
-            if _content_area(rows[small]) <= CROP_MAX_AREA * _content_area(rows[big]):
+            if _content_area(rows[small]) <= TRIM_MAX_PIXELS * _content_area(rows[big]):
                 windows.append((big, small))  # a crop, resized or not, has fewer pixels: same-size photos cost nothing
     known = cache.setdefault("window scores", {})  # (big, small) -> best window correlation
     _scored_windows(rows, windows, known)
@@ -500,20 +516,24 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     ncc, change = frame_scores([keep_row[9]], [m_row[9]])
     k = int(best_turns(ncc)[0])
     sim = float(ncc[0, k])
-    if sim < threshold or not hash_close(np.array([[keep.image_id, m.image_id]]), {keep.image_id: keep_row, m.image_id: m_row})[0]:
+    whole = sim >= threshold and hash_close(np.array([[keep.image_id, m.image_id]]), {keep.image_id: keep_row, m.image_id: m_row})[0]
+    if not whole or _content_area(m_row) <= TRIM_MAX_PIXELS * _content_area(keep_row):
         key = (keep.image_id, m.image_id)
         if key not in known:
             _scored_windows({keep.image_id: keep_row, m.image_id: m_row}, [key], known)
         win, fw, turn = known[key]
-        if win >= max(threshold, CROP_NCC):
-            window_px = fw * keep.width * np.sqrt(1 - keep.border)  # the window's width in the keep's pixels
-            across = (m.height if ORIENTATIONS[turn][0] else m.width) * np.sqrt(1 - m.border)  # the crop's side along it
-            words = [RELATIONS["crop"]]
-            if turn:  # `turn` turns the member onto the keep: the member is the crop turned the other way
-                words.append(ORIENTATION_NAMES[inverse_turn(turn)])
-            if across < 0.9 * window_px:
-                words.append(f"resized to {100 * across / window_px:.0f} %")
-            return "crop", ", ".join(words), win
+    else:
+        win = fw = turn = 0
+    if win >= max(threshold, CROP_NCC) and (not whole or win > sim + CROP_BETTER):
+        window_px = fw * keep.width * np.sqrt(1 - keep.border)  # the window's width in the keep's pixels
+        across = (m.height if ORIENTATIONS[turn][0] else m.width) * np.sqrt(1 - m.border)  # the crop's side along it
+        words = [RELATIONS["crop"]]
+        if turn:  # `turn` turns the member onto the keep: the member is the crop turned the other way
+            words.append(ORIENTATION_NAMES[inverse_turn(turn)])
+        if across < 0.9 * window_px:
+            words.append(f"resized to {100 * across / window_px:.0f} %")
+        return "crop", ", ".join(words), win
+    if not whole:
         return "similar", RELATIONS["similar"], max(sim, win)
     words = []
     if k:  # k turns the member back onto the keep: the member is the keep turned the other way

@@ -127,6 +127,28 @@ def test_a_photo_zoomed_in_from_the_same_place_is_not_a_crop():
     assert [sorted(m.image_id for m in g.members) for g in groups] == [[2, 3]]
 
 
+@pytest.mark.parametrize("kind, index", [("ukbench", 0), ("ukbench", 1), ("ukbench", 2), ("paris250", 0), ("paris250", 4),
+                                         ("paris250", 5)])
+def test_a_slight_trim_is_grouped_and_called_a_crop(kind, index):
+    """Trial 13: a corner crop of 97 % of each side was not grouped (too much of the photo for a
+    window, shifted too far for the whole photo) and a shifted 93 % crop was "the same photo with
+    its brightness or contrast changed". Both are crops of the photo to keep."""
+    from app.core.duplicates import group_duplicates
+
+    src = Image.open(shared_photos(kind, 12)[index]).convert("RGB")
+    w, h = src.size
+    photos = {1: src, 2: src.crop((0, 0, round(w * 0.97), round(h * 0.97))),
+              3: src.crop((round(w * 0.05), round(h * 0.02), round(w * 0.98), round(h * 0.95)))}
+    rows = {}
+    for n, img in photos.items():
+        hsh, t, b = signature(img)
+        rows[n] = (n, f"/p/{n}.jpg", *img.size, 1000 * n, 0.0, 1.0, f"{n:040x}", hsh, t, b, "", 0)
+    vecs = np.ones((3, 16), np.float32) / 4.0  # descriptors alike: every pair is a candidate
+    groups = group_duplicates(np.array([1, 2, 3]), vecs, rows)
+    assert [[m.image_id for m in g.members] for g in groups] == [[1, 2, 3]]
+    assert [m.detail for m in groups[0].members[1:]] == ["a crop of the photo to keep"] * 2
+
+
 def test_two_shots_a_step_apart_are_not_the_same_photo():
     """Two consecutive shots of one scene a few pixels apart agree on the coarse grid (UKBench
     61/62: 0.96, hash 6 bits apart) and were grouped as "the same photo, edited"; their fine
