@@ -112,6 +112,9 @@ class LibraryPane(QWidget):
                 count = f"{indexed} of {indexed + left[f['path']]} indexed (stopped)"
             elif not indexed and not failed and not f.get("missing") and f.get("state", "ok") == "ok":
                 count = "no photos found in it"  # trial 11: "0 photos" gave no hint why
+            elif not indexed and not failed and not f.get("missing") and f.get("state") == "missing":
+                # its photos forgotten (trial 13: "0 photos" stayed with no hint what it was for)
+                count = "nothing left of it · Remove takes it off the list"
             else:
                 count = plural(indexed, "photo")
             if failed:

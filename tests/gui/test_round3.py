@@ -1539,6 +1539,9 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     n, failed = int(m[1]), int(m[2])
     assert window.index_label.text() == (f"Forgot {n} missing photo{'s' * (n != 1)} and "
                                          f"{failed} skipped file{'s' * (failed != 1)}"), window.index_label.text()
+    # (trial 13) the gone folder, emptied, says what is left to do rather than "0 photos"
+    item = window.library.folder_list.item(1)
+    assert item.text() == "vanish  (missing: the folder is gone)\nnothing left of it · Remove takes it off the list", item.text()
     # (trial 12) removed, a folder that is gone is not said to keep its files on disk
     remove_folder(qtbot, window, monkeypatch, "vanish")
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed vanish"), timeout=20000)
