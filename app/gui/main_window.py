@@ -250,7 +250,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.stack)
 
         sb = self.statusBar()
-        self.status_label = ElidedLabel("")  # searches
+        self.status_label = ElidedLabel("", hide_empty=True)  # searches; empty, it leaves its room to indexing
         self.index_label = ElidedLabel("")  # indexing, kept apart from the search status
         self.index_label.setMinimumWidth(120)
         self.progress = QProgressBar()
@@ -267,8 +267,8 @@ class MainWindow(QMainWindow):
         self.log_btn = QPushButton("Log")
         self.log_btn.setToolTip("Files that were skipped, and why")
         self.log_btn.clicked.connect(self.show_log)
-        sb.addWidget(self.status_label, 3)
-        sb.addWidget(self.index_label, 2)
+        sb.addWidget(self.status_label, 1)
+        sb.addWidget(self.index_label, 1)
         for w in (self.progress, self.pause_btn, self.cancel_btn, self.log_btn):
             sb.addPermanentWidget(w)
 
@@ -641,10 +641,9 @@ class MainWindow(QMainWindow):
         elif prog.phase in ("finishing", "done"):
             text = f"Finishing: {plural(prog.done, 'photo')} described, making them searchable…" if prog.done else "Finishing…"
         else:
-            eta = ""
-            if prog.eta_s is not None and not self._paused_note:
-                eta = f", {time_left(prog.eta_s)}"
-            rate = f" ({prog.rate:.1f} photos/s{eta})" if prog.done and not self._paused_note else ""
+            # the time left before the rate: at the smallest window the end is cut off (trial 13)
+            eta = f", {time_left(prog.eta_s)}" if prog.eta_s is not None and not self._paused_note else ""
+            rate = f" ({prog.rate:.1f} photos/s)" if prog.done and not self._paused_note else ""
             # counted as the Library pane counts, over the folders the run scans: photos indexed
             # (its last stats) of photos the scan found (a resumed run's own "56 of 147" stood
             # beside the pane's "160 of 251"); with no scan counts the run gives its own count
@@ -656,9 +655,10 @@ class MainWindow(QMainWindow):
                 done, total = prog.done, prog.total
             self.progress.setRange(0, max(total, 1))  # the bar shows the count the text says
             self.progress.setValue(done)
-            text = f"Indexing {done} of {total}{self._paused_note}{rate}"
+            text = f"Indexing {done} of {total}{self._paused_note}{eta}"
             if prog.failed:
                 text += f"; {prog.failed} skipped"
+            text += rate
         if prog.message:
             text += f" — {prog.message}"
         self.index_label.setText(text)

@@ -11,16 +11,22 @@ from PySide6.QtWidgets import (QCalendarWidget, QHBoxLayout, QLabel, QLineEdit, 
 
 class ElidedLabel(QLabel):
     """One line of text that never wraps or pushes its neighbours: shortened with "…" to the room it
-    has, the whole text in its tooltip."""
+    has, the whole text in its tooltip. hide_empty: hidden while it has no text, so that its
+    neighbours take its room."""
 
-    def __init__(self, text: str = "", parent=None):
+    def __init__(self, text: str = "", parent=None, hide_empty: bool = False):
         super().__init__(text, parent)
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
         self.setMinimumWidth(40)
+        self.hide_empty = hide_empty
+        if hide_empty and not text:
+            self.setVisible(False)
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
         super().setText(text)
         self.setToolTip(text)
+        if self.hide_empty:
+            self.setVisible(bool(text))
         self.update()
 
     def sizeHint(self) -> QSize:  # noqa: N802
