@@ -1,7 +1,8 @@
 """Does the heat overlay show what matched the query? Two photos side by side, one of the query's
 subject (a right answer) and one of another, described as one photo: how much of the overlay's
 heat lies on the right half, for the description's make-up (`describe_features` share, the
-overlay before this round) and the match (`match_share`, positive part).
+overlay before this round), the match (`match_share`, positive part) and the match as the overlay
+draws it (`heatmap.stretch_match`); and how much of another view of a UKBench object reads warm.
 
     python benchmarks/match_overlay.py [--distractors]
 
@@ -32,7 +33,7 @@ from app.core.evaluation.runner import MapCache, default_cache_dir  # noqa: E402
 from app.core.features.engine import EngineChoice  # noqa: E402
 from app.core.features.extractor import Extractor  # noqa: E402
 from app.core.features.registry import DEFAULT_BACKBONE, load_backbone  # noqa: E402
-from app.core.heatmap import normalise  # noqa: E402
+from app.core.heatmap import normalise, stretch_match  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 SIDE = 400  # each half of a pair, its longer side
@@ -90,7 +91,7 @@ def main() -> None:
 
     # within a photo: the query photos of a landmark hold a box around it; another box query of
     # the same landmark (and the photo's own) against the whole photo: heat inside that box
-    inside = {"box area": [], "make-up": [], "match": []}
+    inside = {"box area": [], "make-up": [], "match": [], "match, as shown": []}
     boxed = [(q, Path(q.path).stem.split("_")[1]) for q in rev.queries]
     for qa, la in boxed:
         fm_a, crop_a = cache.get_many([(qa.path, None), (qa.path, qa.box)])
@@ -104,14 +105,24 @@ def main() -> None:
             x1, y1, x2, y2 = qb.box
             cells = (ys[:, None] >= y1) & (ys[:, None] < y2) & (xs[None] >= x1) & (xs[None] < x2)
             inside["box area"].append(cells.mean())
+            match = match_share(fm.features, mu, wh, qv)
             for key, grid in (("make-up", normalise(describe_features(fm.features, mu).share)),
-                              ("match", np.maximum(match_share(fm.features, mu, wh, qv), 0))):
+                              ("match", np.maximum(match, 0)), ("match, as shown", stretch_match(match))):
                 inside[key].append(float(grid[cells].sum() / max(float(grid.sum()), 1e-12)))
     print(f"Paris query photos, heat inside the landmark's box ({len(inside['match'])} pairs of box queries "
           "and photos of the same landmark): " + ", ".join(f"{k} {np.mean(v):.3f}" for k, v in inside.items()))
 
+    # how much of a right photo reads warm (0.5 or more), shown alone: another view of a UKBench object
+    warm = {"stretched to the largest": [], "as shown": []}
+    for g in range(150):
+        match = match_share(maps[4 * g + 1].features, mu, wh, wh.apply(pairs["UKBench objects"][g][0])[0])
+        top = max(float(match.max()), 1e-30)
+        warm["stretched to the largest"].append(float(np.mean(match / top >= 0.5)))
+        warm["as shown"].append(float(np.mean(stretch_match(match) >= 0.5)))
+    print("UKBench other views alone, cells at 0.5 or more: " + ", ".join(f"{k} {np.mean(v):.3f}" for k, v in warm.items()))
+
     for name, items in pairs.items():
-        got = {"make-up": [], "match": []}
+        got = {"make-up": [], "match": [], "match, as shown": []}
         for raw_q, right, wrong in items:
             qv = wh.apply(raw_q)[0]
             for flip in (False, True):
@@ -119,7 +130,7 @@ def main() -> None:
                 fm = ex.feature_maps([ex.prepare_image(im)])[0]
                 make_up = normalise(describe_features(fm.features, mu).share)  # as the overlay stretches it
                 match = match_share(fm.features, mu, wh, qv)
-                for key, grid in (("make-up", make_up), ("match", match)):
+                for key, grid in (("make-up", make_up), ("match", match), ("match, as shown", stretch_match(match))):
                     s = left_share(grid, fm)
                     got[key].append(1 - s if flip else s)
         for key, vals in got.items():

@@ -23,6 +23,7 @@ from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map, match_share
 from ..duplicates import CopyFilter, keeper
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
+from ..heatmap import stretch_match
 from ..features.preprocess import FeatureMap
 from ..imageio import check_box, decode, file_digest, image_size
 from ..library import paths
@@ -266,8 +267,8 @@ class Searcher:
     def match_grid(self, query_raw: np.ndarray, path: str) -> np.ndarray:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
         photo's cells as the stored share grid lies (the heat overlay of a result): each cell's
-        positive part in the cosine of the searched vectors (describe.match_share), over its
-        largest. One CNN pass per photo (its map kept, LRU), on the current snapshot's model,
+        positive part in the cosine of the searched vectors (describe.match_share), stretched
+        (heatmap.stretch_match). One CNN pass per photo (its map kept, LRU), on the current snapshot's model,
         centring mean and whitening. Raises ImageError for an unreadable photo. (The query's own
         file and its copies show the query's own grid instead: `Hit.turn`.)"""
         snap = self.svc.snapshot()
@@ -275,9 +276,7 @@ class Searcher:
             raise HeatSearchError("the library is not open yet")
         fm, _ = self.feature_map(SearchRequest(path=path), snap, result=True)
         params = HewParams(snap.space.threshold, snap.space.z_ratio)
-        m = np.maximum(match_share(fm.features, snap.mu, snap.whitening, snap.whitening.apply(query_raw)[0], params), 0.0)
-        top = float(m.max())
-        return m / top if top > 0 else m
+        return stretch_match(match_share(fm.features, snap.mu, snap.whitening, snap.whitening.apply(query_raw)[0], params))
 
     def _pinned(self, req: SearchRequest, own, snap) -> tuple[list[int], list[int]]:
         """(catalog ids byte-identical to the query photo (the photo itself first) that the
