@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -47,14 +48,15 @@ CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is the whole photo)
 # A photo with at most this share of another's pixels is searched for as a window of it when the two
 # do not pass as the whole photo. Was CROP_MAX_AREA: a trim of 97 % of each side (trial 13), shifted
 # by 1.5 % of a side, fitted neither (benchmarks/duplicates.py "trim", 90-98 % of each side: 1 of 32
-# not grouped, now all; pair precision unchanged). Such a trim's windows reach TRIM_MAX_PIXELS of
+# not grouped, now all; pair precision unchanged). Such a trim's windows reach TRIM_MAX_AREA of
 # the photo; windows that large for every pair joined other photos of a building (pair precision
 # 1.00 -> 0.86).
-TRIM_MAX_PIXELS = 0.97
+TRIM_MAX_AREA = 0.97
 # A copy with fewer pixels that passes as the whole photo is still a crop when a window fits it
-# better by this much (trial 13: a 93 % trim, its whole comparison misaligned, was "the same photo
-# with its brightness or contrast changed"; a resize fits the whole photo better than any window).
-CROP_BETTER = 0.01
+# better than the whole photo by this much, both at 64 px (trial 13: a 93 % trim was "the same photo
+# with its brightness or contrast changed"; on 24 shared photos a trim of 1.5 % a side fits a
+# window 0.004-0.05 better, a resize or a brightness edit the whole photo 0.011 or more better).
+CROP_BETTER = 0.002
 ENLARGED = 1.15  # pixels a crop may have over its window's (window sizes are whole thumbnail pixels)
 # Fine-structure correlation (signature.detail_scores) a whole-photo pair needs besides the
 # threshold: on benchmarks/duplicates.py every source-edit pair reaches 0.72 (a border or a
@@ -326,18 +328,26 @@ def window_scales(H: int, W: int, h: int, w: int, max_area: float = CROP_MAX_ARE
 
 def _scored_windows(rows, pairs: list[tuple[int, int]], known: dict) -> None:
     """(best window correlation, that window's width fraction, the small photo's turn) of each
-    (big, small) pair, into `known`."""
+    (big, small) pair, into `known` (the window range follows from the two photos alone, so a
+    pair's score is the same whoever asks: grouping or `relation`)."""
     todo = [(b, s) for b, s in pairs if (b, s) not in known and rows[b][9] and rows[s][9]]
     known.update({p: (0.0, 0.0, 0) for p in pairs if p not in known and not (rows[p[0]][9] and rows[p[1]][9])})
     if not todo:
         return
-    # a trim (more than CROP_MAX_AREA of the other's pixels) is looked for in windows as large as it
-    trim = [_content_area(rows[s]) > CROP_MAX_AREA * _content_area(rows[b]) for b, s in todo]
-    for trims, scales in ((False, window_scales), (True, lambda *shapes: window_scales(*shapes, max_area=TRIM_MAX_PIXELS))):
-        some = [p for p, t in zip(todo, trim) if t == trims]
+    # a trim (more than CROP_MAX_AREA of the other's pixels, at most TRIM_MAX_AREA) is looked for in
+    # windows as large as it; every other pair in windows of at most CROP_MAX_AREA
+    trims = [p for p in todo if _is_trim(rows, *p)]
+    crops = [p for p in todo if not _is_trim(rows, *p)]
+    for some, scales in ((crops, window_scales), (trims, partial(window_scales, max_area=TRIM_MAX_AREA))):
         if some:
             best, width, turn = crop_search([rows[b][9] for b, _ in some], [rows[s][9] for _, s in some], scales)
             known.update(zip(some, zip(best.tolist(), width.tolist(), turn.tolist())))
+
+
+def _is_trim(rows, big: int, small: int) -> bool:
+    """Whether photo `small` has more than CROP_MAX_AREA and at most TRIM_MAX_AREA of `big`'s pixels."""
+    share = _content_area(rows[small]) / max(_content_area(rows[big]), 1e-9)
+    return CROP_MAX_AREA < share <= TRIM_MAX_AREA
 
 
 def find_duplicates(svc, threshold: float = NEAR_DEFAULT, crops: bool = True, log=None, cache: dict | None = None) -> list[Group]:
@@ -427,7 +437,7 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
             u.join(a, b)
         elif crops:
             big, small = (a, b) if _content_area(rows[a]) >= _content_area(rows[b]) else (b, a)
-            if _content_area(rows[small]) <= TRIM_MAX_PIXELS * _content_area(rows[big]):
+            if _content_area(rows[small]) <= TRIM_MAX_AREA * _content_area(rows[big]):
                 windows.append((big, small))  # a crop, resized or not, has fewer pixels: same-size photos cost nothing
     known = cache.setdefault("window scores", {})  # (big, small) -> best window correlation
     _scored_windows(rows, windows, known)
@@ -447,7 +457,7 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
             if max(most.get(u.find(small), 0.0), _content_area(rows[small])) <= ENLARGED * window:
                 u.join(big, small)
                 crop_of[small] = big
-    groups = _groups(u, rows, crop_of, threshold, known, cache.setdefault("enlarged", {}))
+    groups = _groups(u, rows, crop_of, threshold, known, cache.setdefault("enlarged", {}), crops)
     if log:
         log(f"{len(groups)} duplicate groups among {len(ids)} photos in {time.perf_counter() - t0:.1f} s "
             f"(candidates {t_cand:.1f} s: {len(pairs)} pairs; {len(windows)} window searches)")
@@ -507,8 +517,11 @@ def _member(row) -> Member:
                   (row[12] or 0) / 1e9, row[11] or "", max(row[10], 0.0))
 
 
-def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: dict) -> tuple[str, str, float]:
-    """(relation key, words, pixel similarity) of member `m` against the photo to keep."""
+def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: dict, crops: bool = True
+             ) -> tuple[str, str, float]:
+    """(relation key, words, pixel similarity) of member `m` against the photo to keep, by the
+    grouping's rules: the whole photo (threshold, hashes, fine structure), else a window of it.
+    crops: whether a copy that passes as the whole photo may still be told a crop (CROP_BETTER)."""
     if keep_row[7] and keep_row[7] == m_row[7]:
         if m.link:  # removing the link frees nothing and loses nothing
             return "exact", f"a link to {os.path.basename(os.path.realpath(m.path))}, not a copy", 1.0
@@ -516,15 +529,25 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     ncc, change = frame_scores([keep_row[9]], [m_row[9]])
     k = int(best_turns(ncc)[0])
     sim = float(ncc[0, k])
-    whole = sim >= threshold and hash_close(np.array([[keep.image_id, m.image_id]]), {keep.image_id: keep_row, m.image_id: m_row})[0]
-    if not whole or _content_area(m_row) <= TRIM_MAX_PIXELS * _content_area(keep_row):
+    pair = {keep.image_id: keep_row, m.image_id: m_row}
+    whole = sim >= threshold and hash_close(np.array([[keep.image_id, m.image_id]]), pair)[0]
+    if whole and keep_row[9] and m_row[9]:  # the fine structure, as grouping asks (a trim often fails it)
+        whole = not detail_scores([keep_row[9]], [m_row[9]], np.array([k]))[0] < DETAIL_MIN
+    if not whole or (crops and _content_area(m_row) <= TRIM_MAX_AREA * _content_area(keep_row)):
         key = (keep.image_id, m.image_id)
         if key not in known:
             _scored_windows({keep.image_id: keep_row, m.image_id: m_row}, [key], known)
         win, fw, turn = known[key]
     else:
         win = fw = turn = 0
-    if win >= max(threshold, CROP_NCC) and (not whole or win > sim + CROP_BETTER):
+    if whole and win >= max(threshold, CROP_NCC):
+        # compared at the window's resolution (64 px): on the 32 px frames a trim of 1.5 % a side
+        # still reads 0.99, as a resize does
+        key = ("whole", keep.image_id, m.image_id)
+        if key not in known:
+            known[key] = float(crop_search([keep_row[9]], [m_row[9]], lambda *shapes: [(1.0, 1.0)])[0][0])
+        whole = win <= known[key] + CROP_BETTER
+    if win >= max(threshold, CROP_NCC) and not whole:
         window_px = fw * keep.width * np.sqrt(1 - keep.border)  # the window's width in the keep's pixels
         across = (m.height if ORIENTATIONS[turn][0] else m.width) * np.sqrt(1 - m.border)  # the crop's side along it
         words = [RELATIONS["crop"]]
@@ -557,7 +580,8 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     return key, "the same photo " + ", ".join(words), sim
 
 
-def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlarged: dict) -> list[Group]:
+def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlarged: dict, crops: bool = True
+            ) -> list[Group]:
     comps: dict[int, list[int]] = {}
     for i in list(u.parent):
         comps.setdefault(u.find(i), []).append(i)
@@ -574,8 +598,13 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlar
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]
         keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
+        # the window searches `relation` asks for, in one batch (a search alone costs ~15 times more)
+        _scored_windows(rows, [(keep.image_id, m.image_id) for m in ms[1:]
+                               if _content_area(rows[m.image_id]) <= TRIM_MAX_AREA * _content_area(rows[keep.image_id])
+                               and not (rows[m.image_id][7] and rows[m.image_id][7] == rows[keep.image_id][7])], known)
         for m in ms[1:]:
-            m.relation, m.detail, m.similarity = relation(keep, rows[keep.image_id], m, rows[m.image_id], threshold, known)
+            m.relation, m.detail, m.similarity = relation(keep, rows[keep.image_id], m, rows[m.image_id], threshold, known,
+                                                          crops)
         out.append(Group(ms))
     out.sort(key=lambda g: (STRENGTH[g.kind], -len(g.members), g.members[0].path))
     return out

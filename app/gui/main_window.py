@@ -643,7 +643,7 @@ class MainWindow(QMainWindow):
         else:
             # the time left before the rate: at the smallest window the end is cut off (trial 13)
             eta = f", {time_left(prog.eta_s)}" if prog.eta_s is not None and not self._paused_note else ""
-            rate = f" ({prog.rate:.1f} photos/s)" if prog.done and not self._paused_note else ""
+            rate = f" at {prog.rate:.1f} photos/s" if prog.done and not self._paused_note else ""
             # counted as the Library pane counts, over the folders the run scans: photos indexed
             # (its last stats) of photos the scan found (a resumed run's own "56 of 147" stood
             # beside the pane's "160 of 251"); with no scan counts the run gives its own count
@@ -655,10 +655,9 @@ class MainWindow(QMainWindow):
                 done, total = prog.done, prog.total
             self.progress.setRange(0, max(total, 1))  # the bar shows the count the text says
             self.progress.setValue(done)
-            text = f"Indexing {done} of {total}{self._paused_note}{eta}"
+            text = f"Indexing {done} of {total}{self._paused_note}{eta}{rate}"  # "…, about 2 min left at 8.1 photos/s"
             if prog.failed:
                 text += f"; {prog.failed} skipped"
-            text += rate
         if prog.message:
             text += f" — {prog.message}"
         self.index_label.setText(text)

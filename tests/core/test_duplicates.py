@@ -138,15 +138,17 @@ def test_a_slight_trim_is_grouped_and_called_a_crop(kind, index):
     src = Image.open(shared_photos(kind, 12)[index]).convert("RGB")
     w, h = src.size
     photos = {1: src, 2: src.crop((0, 0, round(w * 0.97), round(h * 0.97))),
-              3: src.crop((round(w * 0.05), round(h * 0.02), round(w * 0.98), round(h * 0.95)))}
+              3: src.crop((round(w * 0.05), round(h * 0.02), round(w * 0.98), round(h * 0.95))),
+              4: src.crop((round(w * 0.015), round(h * 0.015), round(w * 0.985), round(h * 0.985)))}  # (a review)
     rows = {}
     for n, img in photos.items():
         hsh, t, b = signature(img)
         rows[n] = (n, f"/p/{n}.jpg", *img.size, 1000 * n, 0.0, 1.0, f"{n:040x}", hsh, t, b, "", 0)
-    vecs = np.ones((3, 16), np.float32) / 4.0  # descriptors alike: every pair is a candidate
-    groups = group_duplicates(np.array([1, 2, 3]), vecs, rows)
-    assert [[m.image_id for m in g.members] for g in groups] == [[1, 2, 3]]
-    assert [m.detail for m in groups[0].members[1:]] == ["a crop of the photo to keep"] * 2
+    vecs = np.ones((4, 16), np.float32) / 4.0  # descriptors alike: every pair is a candidate
+    groups = group_duplicates(np.array([1, 2, 3, 4]), vecs, rows)
+    assert [sorted(m.image_id for m in g.members) for g in groups] == [[1, 2, 3, 4]]
+    assert groups[0].members[0].image_id == 1
+    assert [m.detail for m in groups[0].members[1:]] == ["a crop of the photo to keep"] * 3
 
 
 def test_two_shots_a_step_apart_are_not_the_same_photo():

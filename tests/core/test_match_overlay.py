@@ -6,7 +6,7 @@ from app.core.aggregate.descriptor import Whitening, l2n, learn_whitening, norma
 from app.core.aggregate.hew import hew_weights
 from app.core.describe import match_share
 from app.core.pipeline.search import SearchRequest, Searcher
-from tests.conftest import shared_photos, write_pairs
+from tests.conftest import write_pairs
 from tests.core.helpers import index, open_lib
 
 
@@ -79,27 +79,20 @@ def test_the_querys_copies_show_its_heat_turned_as_they_lie(tmp_path, photo_dir)
         svc.close()
 
 
-def test_another_view_of_the_query_reads_warm_where_it_matches(tmp_path):
-    """Trial 13: a right result looked nearly all cool (stretched to its single warmest cell,
-    another view of a UKBench object had 5 % of its cells at 0.5 or more). Stretched to the 80th
-    percentile of its positive cells, a fifth; still mostly on the right photo of a pair
-    (benchmarks/match_overlay.py)."""
-    import shutil
+def test_a_match_grid_is_stretched_to_a_high_percentile_not_its_single_warmest_cell():
+    """Trial 13: a right result looked nearly all cool, stretched to its single warmest cell
+    (another view of a UKBench object: 5 % of its cells at 0.5 or more; stretched to the 80th
+    percentile of its positive cells, 22 %: benchmarks/match_overlay.py)."""
+    from app.core.heatmap import MATCH_PERCENTILE, stretch_match
 
-    photos = tmp_path / "photos"
-    photos.mkdir()
-    for p in shared_photos("ukbench", 24):
-        shutil.copy(p, photos / p.name)
-    svc = open_lib(tmp_path / "home")
-    try:
-        index(svc, [photos])
-        searcher = Searcher(svc)
-        warm = []
-        for obj in range(6):
-            res = searcher.search(SearchRequest(path=str(photos / f"ukbench{4 * obj:05d}.jpg"), top=5))
-            for view in (1, 2, 3):
-                g = searcher.match_grid(res.query_raw, str(photos / f"ukbench{4 * obj + view:05d}.jpg"))
-                warm.append(float(np.mean(g >= 0.5)))
-        assert np.mean(warm) >= 0.15, warm
-    finally:
-        svc.close()
+    rng = np.random.default_rng(0)
+    match = rng.normal(size=(12, 16)).astype(np.float32)
+    match[3, 4] = 40.0  # one cell far warmer than the rest
+    g = stretch_match(match)
+    assert g.dtype == np.float32 and g.shape == match.shape
+    assert (g[match <= 0] == 0).all() and g.max() == 1.0
+    positive = match[match > 0]
+    assert abs(float(np.mean(g[match > 0] == 1.0)) - (1 - MATCH_PERCENTILE / 100)) < 0.05  # not one cell but a fifth
+    assert np.mean(g[match > 0] >= 0.5) > 0.4 and np.mean(match[match > 0] / match.max() >= 0.5) < 0.05
+    np.testing.assert_allclose(g[match > 0], np.clip(positive / np.percentile(positive, MATCH_PERCENTILE), 0, 1), rtol=1e-5)
+    assert not stretch_match(-np.abs(match)).any()  # nothing matches: all cool
