@@ -457,7 +457,9 @@ class Searcher:
             # how close its best match in the whole library is, filter or not (the query's own file
             # and copies left out): a photo the library does not hold reads as no match
             best = float(near[0]) if len(near) else None
-            matched = policy.match(None if best is None else (best - mu) / unit, best)
+            neighbour = None if best is None or req.box is not None else self._nearest_other(sl, same + copies, snap)
+            matched = policy.match(None if best is None else (best - mu) / unit, best,
+                                   None if neighbour is None else (neighbour - mu) / unit)
             rel = policy.relevance([(h.similarity - mu) / unit for h in hits],
                                    [h.score if her else (h.score - mu) / unit for h in hits], her, matched)
             rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
@@ -469,6 +471,20 @@ class Searcher:
             h.rank = i + 1
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
+
+    def _nearest_other(self, sl: Shortlist, own: list[int], snap, k: int = 12) -> float | None:
+        """The cosine of the query's best match (the first of the shortlist `sl` not in `own`: the
+        query's own file and its copies) and its own nearest other photo, passing over `own` and
+        its near shots (cosine >= policy.NEAR_SHOT); None when its first k neighbours are all such."""
+        first = np.flatnonzero(~np.isin(sl.ids, own))
+        if not len(first):
+            return None
+        best_id, vec = int(sl.ids[first[0]]), sl.vectors[first[0]]
+        nb = snap.search(vec, k + len(own) + 1, None)
+        for i, sim in zip(nb.ids.tolist(), nb.sims.tolist()):
+            if i != best_id and i not in own and sim < policy.NEAR_SHOT:
+                return float(sim)
+        return None
 
     COPY_CANDIDATES = 20  # the shortlist's first photos looked at for copies of the query before ranking
 
