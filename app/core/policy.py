@@ -106,7 +106,7 @@ MATCH_STEEPNESS = (30.0, 100.0)  # per unit of u, per unit of cosine
 # Photos nearer to the best match than NEAR_SHOT (cosine) are passed over as its own near shots
 # (bursts), which say nothing of how close another view lies. Not for boxes: a part of a photo is
 # less like everything than photos are to each other (UKBench boxes, 120 photos: right results
-# kept 0.97 -> 0.93). Measured (benchmarks/relevance.py, README "Quality").
+# kept 0.97 -> 0.86 at 0.5). Measured (benchmarks/relevance.py, README "Quality").
 RECIPROCAL_GAP, RECIPROCAL_STEEPNESS = -0.5, 20.0
 NEAR_SHOT = 0.93
 
