@@ -209,7 +209,6 @@ class MainWindow(QMainWindow):
         self.query_view = self.query.view
         # while a box moves, searches use the photo's map alone (instant); on release, the box
         # policy (a CNN pass on the crop as well) refines the answer
-        self._dragging = False
         self.query_view.boxChanged.connect(self._box_moving)
         self.query_view.boxSettled.connect(self._box_settled)
         self.query_view.filesDropped.connect(self.handle_paths)
@@ -842,18 +841,18 @@ class MainWindow(QMainWindow):
             self.status_label.setText("The clipboard holds no photo (copy a photo, a photo file or its path)")
 
     def _box_moving(self, _box):
-        self._dragging = True
         self._scroll_top = True  # another region, another list: from its top (it stayed at #94)
         self._debounce.start()
 
     def _box_settled(self, _box):
-        self._dragging = False
         self._scroll_top = True
         self._debounce.start(0)
 
     def current_request(self) -> SearchRequest:
         self._req_id += 1
-        extra = {"mode": "map"} if self._dragging else {}
+        # asked of the view, not remembered: a flag set by the box's moves stayed set in trial 14
+        # (a dragged box kept the map's numbers, 0.28 where the CLI read 0.99, even after a re-search)
+        extra = {"mode": "map"} if self.query_view.box_in_motion() else {}
         return request_from_settings(self.svc.settings, id=self._req_id, path=self.query_path, image=self.query_pixels,
                                      box=self.query_view.box, top=self.results.count.value(), filters=self.results.filters(),
                                      hide_duplicates=self.results.hide_dups.isChecked(), **extra)

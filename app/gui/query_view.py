@@ -51,6 +51,10 @@ class QueryView(QWidget):
         self._settle = QTimer(self, singleShot=True, interval=400)  # keys at rest: refine, as on mouse release
         self._settle.timeout.connect(lambda: self.boxSettled.emit(self.box))
 
+    def box_in_motion(self) -> bool:
+        """Whether the box is being dragged, or moved by keys that have not rested yet."""
+        return self._drag is not None or self._settle.isActive()
+
     # ---- content --------------------------------------------------------------------------------
     def set_image(self, image: QImage | None, message: str = "", orig_size: tuple[int, int] | None = None):
         """Show `image` (possibly a reduced decode); boxes are in pixels of the oriented original of
@@ -150,6 +154,9 @@ class QueryView(QWidget):
             inside = self.box is not None and self.to_widget_rect(self.box).contains(pos)
             self.setCursor(Qt.SizeFDiagCursor if corner in ("tl", "br") else Qt.SizeBDiagCursor if corner
                            else Qt.SizeAllCursor if inside else Qt.CrossCursor if self.image is not None else Qt.ArrowCursor)
+            return
+        if not e.buttons() & Qt.LeftButton:  # the release went elsewhere (a grab lost): the drag is over
+            self.mouseReleaseEvent(e)
             return
         kind = self._drag[0]
         if kind == "new":
