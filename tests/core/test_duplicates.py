@@ -490,3 +490,27 @@ def test_a_link_is_never_the_one_to_keep_and_says_it_is_a_link(tmp_path):
     assert Path(keep.path).name == "photo.jpg" and not keep.relation, (keep.path, keep.reason)
     assert Path(link.path).name == "a-link.jpg" and "link" in link.reason and "photo.jpg" in link.reason, link.reason
     assert "link" in keep.why, keep.why
+
+
+def test_of_identical_copies_made_in_one_minute_the_older_is_kept(tmp_path):
+    """Trial 14: a byte copy made 0.3 s after its original, in a folder whose name sorts first
+    ("copies/" before "misc/"), was kept "identical by every rule, first by name"."""
+    src = shared_photos("ukbench", 1)[0]
+    d = tmp_path / "photos"
+    (d / "misc").mkdir(parents=True)
+    (d / "copies").mkdir()
+    (d / "misc" / "photo.jpg").write_bytes(src.read_bytes())
+    (d / "copies" / "photo.jpg").write_bytes(src.read_bytes())
+    minute = (int(os.path.getmtime(d / "misc" / "photo.jpg")) // 60) * 60
+    os.utime(d / "misc" / "photo.jpg", (minute + 10.2, minute + 10.2))
+    os.utime(d / "copies" / "photo.jpg", (minute + 10.5, minute + 10.5))  # the same minute, 0.3 s later
+    svc = open_lib(tmp_path / "home")
+    try:
+        index(svc, [d])
+        groups = find_duplicates(svc)
+    finally:
+        svc.close()
+    assert len(groups) == 1
+    keep, copy = groups[0].members
+    assert "/misc/" in keep.path and "/copies/" in copy.path, (keep.path, keep.why)
+    assert keep.why.startswith("the older file"), keep.why
