@@ -441,6 +441,14 @@ class MainWindow(QMainWindow):
         # a folder deleted while it was indexed was never watched: a rescan of it says it is gone
         # (trial 11: it stayed searchable, "168 photos", until a Rescan by hand)
         gone = [f["path"] for f in folders if f.get("state") == "ok" and not os.path.isdir(f["path"])]
+        # so was a subfolder deleted while it was indexed: its files skipped as unreadable, the
+        # ones indexed before still searchable (trial 14); its library folder is rescanned once
+        vanished = {os.path.dirname(p) for p, _ in self.svc.failures() if not os.path.isdir(os.path.dirname(p))}
+        holding = [f["path"] for f in folders if f.get("state") == "ok" and f["path"] not in gone
+                   and any(is_within(v, f["path"]) for v in vanished)]
+        if holding and vanished != getattr(self, "_rescanned_vanished", None):
+            self._rescanned_vanished = vanished  # once: its skipped files stay listed until forgotten
+            gone += holding
         if gone and not self.svc.read_only:
             QTimer.singleShot(0, lambda: self.start_indexing(only=gone))
 

@@ -1666,3 +1666,24 @@ def test_the_time_left_stays_readable_in_the_smallest_window(qtbot, window, tmp_
     with_time = [(text, seen) for text, seen in shown if "left" in text]
     assert with_time, shown
     assert all("left" in seen for _, seen in with_time), with_time
+
+
+def test_a_subfolder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_path):
+    """Trial 14: a subfolder deleted while its folder was indexed: 20 of its files skipped as
+    unreadable, the ones indexed before it went stayed searchable (a deleted photo first at 1.00)
+    and the folder read "100 photos · 20 skipped" until a Rescan by hand."""
+    import shutil
+
+    d = tmp_path / "scratch"
+    for i in range(10):
+        write_photo(d / f"k{i}.png", 300 + i, size=(120, 90))
+    for i in range(120):
+        write_photo(d / "deleteme" / f"v{i:03d}.png", i, size=(160, 120))
+    seen = add_watching(window, d)
+    qtbot.waitUntil(lambda: any(n >= 20 for n in seen), timeout=60000)
+    shutil.rmtree(d / "deleteme")
+    qtbot.waitUntil(lambda: window.index_cmd is None, timeout=60000)  # the run ends
+    # with no Rescan asked: what was indexed of the subfolder is found missing
+    qtbot.waitUntil(lambda: window.svc.stats().get("missing", 0) > 0, timeout=60000)
+    wait_idle(qtbot, window)
+    assert window.svc.stats().get("indexed", 0) == 10, window.svc.stats()
