@@ -470,6 +470,16 @@ def test_trial_9s_copies_keep_the_original_and_name_each_copy(tmp_path):
         svc.close()
 
 
+def indexed_groups(home: Path, folder: Path):
+    """The duplicate groups of a new library of `folder`."""
+    svc = open_lib(home)
+    try:
+        index(svc, [folder])
+        return find_duplicates(svc)
+    finally:
+        svc.close()
+
+
 def test_a_link_is_never_the_one_to_keep_and_says_it_is_a_link(tmp_path):
     """Trial 11: a folder holding a symbolic link to a photo: Duplicates proposed keeping the link
     ("identical by every rule, first by name") and called the photo itself "the same file
@@ -479,12 +489,7 @@ def test_a_link_is_never_the_one_to_keep_and_says_it_is_a_link(tmp_path):
     d.mkdir()
     (d / "photo.jpg").write_bytes(src.read_bytes())
     (d / "a-link.jpg").symlink_to(d / "photo.jpg")  # first by name
-    svc = open_lib(tmp_path / "home")
-    try:
-        index(svc, [d])
-        groups = find_duplicates(svc)
-    finally:
-        svc.close()
+    groups = indexed_groups(tmp_path / "home", d)
     assert len(groups) == 1
     keep, link = groups[0].members
     assert Path(keep.path).name == "photo.jpg" and not keep.relation, (keep.path, keep.reason)
@@ -504,12 +509,7 @@ def test_of_identical_copies_made_in_one_minute_the_older_is_kept(tmp_path):
     minute = (int(os.path.getmtime(d / "misc" / "photo.jpg")) // 60) * 60
     os.utime(d / "misc" / "photo.jpg", (minute + 10.2, minute + 10.2))
     os.utime(d / "copies" / "photo.jpg", (minute + 10.5, minute + 10.5))  # the same minute, 0.3 s later
-    svc = open_lib(tmp_path / "home")
-    try:
-        index(svc, [d])
-        groups = find_duplicates(svc)
-    finally:
-        svc.close()
+    groups = indexed_groups(tmp_path / "home", d)
     assert len(groups) == 1
     keep, copy = groups[0].members
     assert "/misc/" in keep.path and "/copies/" in copy.path, (keep.path, keep.why)
