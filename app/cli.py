@@ -521,7 +521,11 @@ def cmd_doctor(a) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="heatsearch", description="Find photos by example (HeW + heat re-ranking).")
+    p = argparse.ArgumentParser(
+        prog="heatsearch", description="Find photos by example (HeW + heat re-ranking).",
+        # trial 14: the help listed only the commands, not how to open the window
+        epilog="With no command, `heatsearch [--home DIR] [--query PHOTO] [--box x1,y1,x2,y2] [--index FOLDER]` opens "
+               "the window (`heatsearch --query PHOTO --help` lists its options).")
     p.add_argument("--version", action="version", version=f"HeatSearch {__version__}")
     # also before the command (trial 11: "heatsearch --home DIR search ..." was refused)
     p.add_argument("--home", dest="home_before", metavar="HOME", help="data folder (also after the command)")

@@ -102,3 +102,14 @@ def test_hide_duplicates_names_the_copies_each_result_stands_for(home, photo_dir
     assert all(r["hidden_copies"] == [] for r in res[1:]) and str(copy.resolve()) not in [r["path"] for r in res]
     assert main(args) == 0
     assert capsys.readouterr().out.splitlines()[0].endswith("(+1 copy)")
+
+
+def test_the_help_says_how_to_open_the_window(capsys):
+    """Trial 14: `heatsearch --help` listed only the commands, not that none opens the window."""
+    from app.__main__ import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "With no command" in out and "opens the window" in out and "--query PHOTO" in out, out
