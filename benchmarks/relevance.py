@@ -327,7 +327,8 @@ def main():
             saved = h / "relevance-fit-rows.json"
             mine = in_library(queries(a.ukbench), h)
             # what the saved searches depend on besides the library: the queries and the scale of u
-            key = [len(mine), a.top, policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED, "match"]
+            key = [len(mine), a.top, policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED, "match",
+                   policy.RECIPROCAL_GAP, policy.RECIPROCAL_STEEPNESS, policy.NEAR_SHOT]
             old = json.loads(saved.read_text()) if saved.exists() else None
             if (a.reuse and isinstance(old, dict) and old.get("key") == key
                     and saved.stat().st_mtime > (h / "catalog.sqlite").stat().st_mtime):

@@ -21,7 +21,7 @@ descriptor as a re-encode, but not in the pixels.
 Members of a group are sorted with the original first (`keep_order`): no added border, not a
 crop, not enlarged from a smaller copy (`_mark_enlarged`), most pixels, the camera's file (EXIF
 camera), the original format over a conversion, the oldest file (to the minute), the largest file,
-the sharpest, the older file (to the second).
+the sharpest, the older file (by its exact time).
 Relations are stated against that photo.
 HeatSearch never deletes: the view offers Reveal, Copy paths and an export of the list.
 """
@@ -127,7 +127,7 @@ class Member:
 def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = False) -> tuple:
     """Sort key: the original first; a symbolic link last of all (trial 11: a link kept, the photo
     it points to offered as the copy to delete). turned: the photo is turned or mirrored against
-    most of its group (`turned_from_most`). When every rule ties, the older file to the second,
+    most of its group (`turned_from_most`). When every rule ties, the older file (exact time),
     then the name."""
     return (m.link, added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank,
             _minute(m.mtime), turned, -m.size, -m.sharpness, m.mtime or float("inf"), m.path)
@@ -187,7 +187,7 @@ def kept_because(best: Member, other: Member, best_flags=(False, False, False), 
     if best.mtime != other.mtime and best.mtime and other.mtime:
         # the last word, not the minute's: a copy made seconds after its original (trial 14: the
         # copy in "copies/" kept over the photo "first by name")
-        return f"the older file ({time.strftime('%H:%M:%S', time.localtime(best.mtime))})"
+        return f"the older file (written {other.mtime - best.mtime:.1f} s before the other)"
     return "identical by every rule, first by name"
 
 

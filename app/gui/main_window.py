@@ -442,13 +442,22 @@ class MainWindow(QMainWindow):
         # (trial 11: it stayed searchable, "168 photos", until a Rescan by hand)
         gone = [f["path"] for f in folders if f.get("state") == "ok" and not os.path.isdir(f["path"])]
         # so was a subfolder deleted while it was indexed: its files skipped as unreadable, the
-        # ones indexed before still searchable (trial 14); its library folder is rescanned once
-        vanished = {os.path.dirname(p) for p, _ in self.svc.failures() if not os.path.isdir(os.path.dirname(p))}
-        holding = [f["path"] for f in folders if f.get("state") == "ok" and f["path"] not in gone
-                   and any(is_within(v, f["path"]) for v in vanished)]
+        # ones indexed before still searchable (trial 14); its library folder is rescanned (once
+        # for one set of vanished folders: a rescan that cannot clear them is not repeated)
+        ok = [f["path"] for f in folders if f.get("state") == "ok" and f.get("failed") and f["path"] not in gone]
+        vanished = set()
+        if ok and not self.svc.read_only:
+            try:
+                dirs = {os.path.dirname(p) for p, _ in self.svc.failures()}
+            except HeatSearchError:  # the catalog not readable now: the next run's end asks again
+                dirs = set()
+            vanished = {d for d in dirs if any(is_within(d, f) for f in ok) and not os.path.isdir(d)}
+        holding = [f for f in ok if any(is_within(v, f) for v in vanished)]
         if holding and vanished != getattr(self, "_rescanned_vanished", None):
-            self._rescanned_vanished = vanished  # once: its skipped files stay listed until forgotten
+            self._rescanned_vanished = vanished
             gone += holding
+        elif not vanished:
+            self._rescanned_vanished = None
         if gone and not self.svc.read_only:
             QTimer.singleShot(0, lambda: self.start_indexing(only=gone))
 
@@ -854,7 +863,8 @@ class MainWindow(QMainWindow):
 
     def _box_settled(self, _box):
         self._scroll_top = True
-        self._debounce.start(0)
+        self._debounce.stop()  # at once, once (start(0) would have left the debounce at 0 ms for good)
+        QTimer.singleShot(0, self.run_search)
 
     def current_request(self) -> SearchRequest:
         self._req_id += 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QPen
+from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
 from ..core.heatmap import normalise, overlay_rgba
@@ -52,8 +52,10 @@ class QueryView(QWidget):
         self._settle.timeout.connect(lambda: self.boxSettled.emit(self.box))
 
     def box_in_motion(self) -> bool:
-        """Whether the box is being dragged, or moved by keys that have not rested yet."""
-        return self._drag is not None or self._settle.isActive()
+        """Whether the box is being dragged (the left button held), or moved by keys that have not
+        rested yet."""
+        dragging = self._drag is not None and bool(QGuiApplication.mouseButtons() & Qt.LeftButton)
+        return dragging or self._settle.isActive()
 
     # ---- content --------------------------------------------------------------------------------
     def set_image(self, image: QImage | None, message: str = "", orig_size: tuple[int, int] | None = None):
@@ -63,6 +65,8 @@ class QueryView(QWidget):
         self.orig_size = orig_size or ((image.width(), image.height()) if image is not None else (1, 1))
         self.message = message
         self.box = None
+        self._drag = None  # a drag or keys on the last photo do not carry over
+        self._settle.stop()
         self.set_weights(None)
         self.update()
 

@@ -341,6 +341,7 @@ def test_a_match_is_judged_by_the_closer_of_its_two_measures():
     assert policy.match(1.0, 0.9, 1.2) > 0.99 * base and policy.match(1.0, 0.9, 2.0) < 0.01
 
 
+@pytest.mark.slow
 def test_an_object_the_library_does_not_hold_reads_as_no_match_among_other_objects(tmp_path):
     """Trial 14: in a library of a few hundred photos, many of them objects shot from four sides,
     a poster the library does not hold found twelve other toys at 0.99-1.00: its best match was
@@ -365,15 +366,17 @@ def test_an_object_the_library_does_not_hold_reads_as_no_match_among_other_objec
             shot = src.crop((round(w * dx), 0, w - round(w * (0.05 - dx)), h)).resize((w, h))
             ImageEnhance.Brightness(shot).enhance(gain).save(d / f"burst{obj}_{n}.jpg", quality=90)
     svc = open_lib(tmp_path / "h", backbone=DEFAULT_BACKBONE, max_side=DEFAULT_MAX_SIDE, batch_size=8)
-    index(svc, [d])
-    searcher = Searcher(svc)
-    firsts = [searcher.search(SearchRequest(path=str(q), top=10)).hits[0].score for q in uk[400:432:4]]
-    kept = []
-    for obj in range(5):
-        res = searcher.search(SearchRequest(path=str(d / uk[4 * obj].name), top=20))
-        mine = {p.name for p in uk[4 * obj + 1: 4 * obj + 4]} | {f"burst{obj}_{n}.jpg" for n in range(3)}
-        kept += [h.score >= 0.5 for h in res.hits if os.path.basename(h.path) in mine]
-    svc.close()
+    try:
+        index(svc, [d])
+        searcher = Searcher(svc)
+        firsts = [searcher.search(SearchRequest(path=str(q), top=10)).hits[0].score for q in uk[400:432:4]]
+        kept = []
+        for obj in range(5):
+            res = searcher.search(SearchRequest(path=str(d / uk[4 * obj].name), top=20))
+            mine = {p.name for p in uk[4 * obj + 1: 4 * obj + 4]} | {f"burst{obj}_{n}.jpg" for n in range(3)}
+            kept += [h.score >= 0.5 for h in res.hits if os.path.basename(h.path) in mine]
+    finally:
+        svc.close()
     # before: 5 of the 8 first results at 0.5 or more (0.99, 1.00, 0.98, ...), mean 0.66; now 4, 0.49
     assert sum(f >= 0.5 for f in firsts) <= 4 and np.mean(firsts) < 0.55, [round(f, 2) for f in firsts]
     # the held objects' other views and near shots read as before (0.63 of them at 0.5 or more)
