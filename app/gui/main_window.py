@@ -105,6 +105,9 @@ class MainWindow(QMainWindow):
         self._build()
         self._debounce = QTimer(self, singleShot=True, interval=DEBOUNCE_MS)
         self._debounce.timeout.connect(self.run_search)
+        # a timer of the window's own: a QTimer.singleShot outlived a closed window and called into it
+        self._search_now = QTimer(self, singleShot=True, interval=0)
+        self._search_now.timeout.connect(self.run_search)
         self._refresh = QTimer(self, interval=REFRESH_MS)  # a library another process writes: follow it
         self._refresh.timeout.connect(lambda: self.svc.refresh())
         self._restore_ui()
@@ -864,7 +867,7 @@ class MainWindow(QMainWindow):
     def _box_settled(self, _box):
         self._scroll_top = True
         self._debounce.stop()  # at once, once (start(0) would have left the debounce at 0 ms for good)
-        QTimer.singleShot(0, self.run_search)
+        self._search_now.start()
 
     def current_request(self) -> SearchRequest:
         self._req_id += 1
