@@ -48,9 +48,9 @@ CROP_MIN_SIDE = 0.5  # a crop keeps at least half of each side of its original
 CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is the whole photo)
 # A photo with at most this share of another's pixels is searched for as a window of it when the two
 # do not pass as the whole photo. Was CROP_MAX_AREA: a trim of 97 % of each side (trial 13), shifted
-# by 1.5 % of a side, fitted neither (benchmarks/duplicates.py "trim", 90-98 % of each side: 1 of 32
-# not grouped, now all; pair precision unchanged). Such a trim's windows reach TRIM_MAX_AREA of
-# the photo; windows that large for every pair joined other photos of a building (pair precision
+# by 1.5 % of a side, fitted neither (24 shared photos trimmed so at a corner: 10 not grouped, now
+# all; benchmarks/duplicates.py pair precision unchanged). Such a trim's windows reach TRIM_MAX_AREA
+# of the photo; windows that large for every pair joined other photos of a building (pair precision
 # 1.00 -> 0.86).
 TRIM_MAX_AREA = 0.97
 # A copy with fewer pixels that passes as the whole photo is still a crop when a window fits it

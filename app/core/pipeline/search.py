@@ -23,8 +23,8 @@ from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map, match_share
 from ..duplicates import CopyFilter, keeper
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
-from ..heatmap import stretch_match
 from ..features.preprocess import FeatureMap
+from ..heatmap import stretch_match
 from ..imageio import check_box, decode, file_digest, image_size
 from ..library import paths
 from ..library.snapshot import Shortlist
@@ -268,8 +268,8 @@ class Searcher:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
         photo's cells as the stored share grid lies (the heat overlay of a result): each cell's
         positive part in the cosine of the searched vectors (describe.match_share), stretched
-        (heatmap.stretch_match). One CNN pass per photo (its map kept, LRU), on the current snapshot's model,
-        centring mean and whitening. Raises ImageError for an unreadable photo. (The query's own
+        (heatmap.stretch_match). One CNN pass per photo (its map kept, LRU), on the current
+        snapshot's model, centring mean and whitening. Raises ImageError for an unreadable photo. (The query's own
         file and its copies show the query's own grid instead: `Hit.turn`.)"""
         snap = self.svc.snapshot()
         if snap.space is None:
