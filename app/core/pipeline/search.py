@@ -86,7 +86,8 @@ class Hit:
     with rank: policy.relevance of the similarity on the nearest-neighbour scale and the score the
     ranking used (cosine for a plain search, cosine to the expanded query with QE, with HeR the
     heat spread over the shortlist from 1 (best) to 0 (last)), times policy.match (a search whose best
-    match is not close reads as no match). similarity: plain cosine of the
+    match is not close reads as no match) and, for HeR's warmest results, policy.reciprocal (one
+    far closer to its own nearest photo than to the query reads lower). similarity: plain cosine of the
     query and this photo (in the searched, whitened space). state: ok | offline (its folder is not reachable) |
     missing (the file is gone). duplicate: the same file as the query; copy: the same photo resized,
     re-encoded or turned (Duplicates' whole-photo rule): both ranked first, at 1."""
@@ -460,8 +461,12 @@ class Searcher:
             neighbour = None if best is None or req.box is not None else self._nearest_other(sl, same + copies, snap)
             matched = policy.match(None if best is None else (best - mu) / unit, best,
                                    None if neighbour is None else (neighbour - mu) / unit)
-            rel = policy.relevance([(h.similarity - mu) / unit for h in hits],
-                                   [h.score if her else (h.score - mu) / unit for h in hits], her, matched)
+            u = np.array([(h.similarity - mu) / unit for h in hits])
+            rel = policy.relevance(u, [h.score if her else (h.score - mu) / unit for h in hits], her, matched)
+            hot = np.array([her and req.box is None and h.score >= policy.HEAT_TOP for h in hits])
+            if hot.any():  # HeR's warmest results against their own nearest photos (policy.HEAT_GAP)
+                near_u = (self._result_neighbours([h for h, t in zip(hits, hot) if t], vec_of, sl, same + copies) - mu) / unit
+                rel[hot] *= policy.reciprocal(u[hot], near_u)
             rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
             for h, r in zip(hits, np.minimum.accumulate(rel)):  # non-increasing down the ranking
                 h.score = float(r)
@@ -485,6 +490,24 @@ class Searcher:
             if i != best_id and i not in own and sim < policy.NEAR_SHOT:
                 return float(sim)
         return None
+
+    def _result_neighbours(self, hits: list[Hit], vec_of: dict, sl: Shortlist, own: list[int]) -> np.ndarray:
+        """(n,) float64: each hit's cosine to its nearest other photo among the whole library's
+        first policy.NEIGHBOURHOOD of the shortlist `sl`, passing over `own` (the query's own file
+        and its copies) and the hit's near shots (cosine >= policy.NEAR_SHOT); nan where there is
+        none or the hit's vector is not at hand."""
+        pool = ~np.isin(sl.ids, own)
+        ids, vecs = sl.ids[pool][: policy.NEIGHBOURHOOD], sl.vectors[pool][: policy.NEIGHBOURHOOD]
+        out = np.full(len(hits), np.nan)
+        have = [i for i, h in enumerate(hits) if h.image_id in vec_of]
+        if not have or not len(ids):
+            return out
+        sims = np.stack([vec_of[hits[i].image_id] for i in have]) @ vecs.T  # (m, pool)
+        sims[np.asarray([hits[i].image_id for i in have])[:, None] == ids[None, :]] = -np.inf
+        sims[sims >= policy.NEAR_SHOT] = -np.inf
+        best = sims.max(axis=1)
+        out[have] = np.where(np.isfinite(best), best, np.nan)
+        return out
 
     COPY_CANDIDATES = 20  # the shortlist's first photos looked at for copies of the query before ranking
 
