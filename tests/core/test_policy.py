@@ -315,7 +315,16 @@ def test_a_photo_the_library_does_not_hold_reads_as_no_match(tmp_path):
     assert all(h.score == pytest.approx(scores[h.path], abs=1e-9) for h in within.hits)
     query = d / "eiffel" / "paris_eiffel_000045.jpg"
     res = searcher.search(SearchRequest(path=str(query), top=100))
+    # and a landmark's search filtered to the other landmarks' folders (trial 15: a painting read
+    # 0.00 at rank 48 of a search, 0.975 first of a filter's photos): each reads as unfiltered
+    scores = {h.path: h.score for h in searcher.search(SearchRequest(path=str(query), top=250)).hits}
+    moved = []
+    for other in ("louvre", "invalides", "defense", "pompidou"):
+        within = searcher.search(SearchRequest(path=str(query), top=30, filters=Filters(folders=(str(d / other),))))
+        moved += [(h.path, round(scores[h.path], 3), round(h.score, 3)) for h in within.hits
+                  if h.score != pytest.approx(scores[h.path], abs=1e-9)]
     svc.close()
+    assert not moved, moved
     right = [h.score >= 0.5 for h in res.hits if "_eiffel_" in h.path and h.path != str(query)]
     assert sum(hers) >= 3, hers  # HeR ranked some of them: its spread is what read them ~1
     # (before: 9 of these 16 read 0.98-0.99; one UKBench object, whose best match lies just past

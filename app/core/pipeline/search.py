@@ -430,6 +430,7 @@ class Searcher:
             # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. The filter's
             # photos come in the whole library's order, then, in their own ranking, the ones
             # beyond its shortlist.
+            whole, whole_scores = final, np.minimum.accumulate(np.clip(scores, 0.0, 1.0))
             part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same + copies, copies=copies)
             inside = np.isin(final.ids, self._admitted(filters, final.ids))
             floor = float(scores[-1]) if len(scores) else 0.0
@@ -461,14 +462,25 @@ class Searcher:
             neighbour = None if best is None or req.box is not None else self._nearest_other(sl, same + copies, snap)
             matched = policy.match(None if best is None else (best - mu) / unit, best,
                                    None if neighbour is None else (neighbour - mu) / unit)
-            u = np.array([(h.similarity - mu) / unit for h in hits])
-            rel = policy.relevance(u, [h.score if her else (h.score - mu) / unit for h in hits], her, matched)
-            hot = np.array([her and req.box is None and h.score >= policy.HEAT_TOP for h in hits])
-            if hot.any():  # HeR's warmest results against their own nearest photos (policy.HEAT_GAP)
-                near_u = (self._result_neighbours([h for h, t in zip(hits, hot) if t], vec_of, sl, same + copies) - mu) / unit
-                rel[hot] *= policy.reciprocal(u[hot], near_u)
+            scale = (mu, unit, her, matched, req.box is None)
+            ids = np.array([h.image_id for h in hits], np.int64)
+            rel = self._relevance(ids, np.array([h.similarity for h in hits]), np.array([h.score for h in hits]),
+                                  [vec_of.get(int(i)) for i in ids], scale, sl, same + copies)
             rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
-            for h, r in zip(hits, np.minimum.accumulate(rel)):  # non-increasing down the ranking
+            rel = np.minimum.accumulate(rel)  # non-increasing down the ranking
+            if filters is not None:
+                # ... and as it reads in the whole library's ranking, whose running minimum passes
+                # through the photos the filter leaves out (trial 15: a painting read 0.00 at rank
+                # 48, 0.975 first among a date filter's photos); those beyond it below its last
+                n = min(len(whole.ids), req.top + 200)
+                w_rel = np.minimum.accumulate(self._relevance(
+                    whole.ids[:n], [float(v @ q) for v in whole.vectors[:n]], whole_scores[:n], list(whole.vectors[:n]), scale, sl,
+                    same + copies))
+                at = {int(i): r for i, r in zip(whole.ids[:n].tolist(), w_rel)}
+                last = float(w_rel[-1]) if n else 1.0
+                rel = np.minimum.accumulate([r if h.duplicate or h.copy else min(r, at.get(h.image_id, last))
+                                             for h, r in zip(hits, rel)])
+            for h, r in zip(hits, rel):
                 h.score = float(r)
         total = len(hits)
         hits = [h for h in hits if h.score >= req.min_score][: req.top]
@@ -491,23 +503,39 @@ class Searcher:
                 return float(sim)
         return None
 
-    def _result_neighbours(self, hits: list[Hit], vec_of: dict, sl: Shortlist, own: list[int]) -> np.ndarray:
-        """(n,) float64: each hit's cosine to its nearest other photo among the whole library's
-        first policy.NEIGHBOURHOOD of the shortlist `sl`, passing over `own` (the query's own file
-        and its copies) and the hit's near shots (cosine >= policy.NEAR_SHOT); nan where there is
-        none or the hit's vector is not at hand."""
+    @staticmethod
+    def _relevance(ids, sims, scores, vectors, scale: tuple, sl: Shortlist, own: list[int]) -> np.ndarray:
+        """(n,) float64: policy.relevance of results `ids` (n,) from their cosines to the query
+        `sims` (n,) and ranking scores `scores` (n,), times policy.match and, for HeR's warmest
+        (policy.HEAT_TOP) of a whole-photo search, policy.reciprocal against their own nearest
+        photo (`_result_neighbours`; `vectors`: n of (D,) or None). scale: (mu, unit: the
+        nearest-neighbour scale, her, matched, whole photo)."""
+        mu, unit, her, matched, whole_photo = scale
+        u = (np.asarray(sims, np.float64) - mu) / unit
+        r = np.asarray(scores, np.float64)
+        rel = policy.relevance(u, r if her else (r - mu) / unit, her, matched)
+        hot = np.flatnonzero((r >= policy.HEAT_TOP) & np.array([v is not None for v in vectors], bool)) \
+            if her and whole_photo else np.zeros(0, np.int64)
+        if len(hot):  # HeR's warmest results against their own nearest photos (policy.HEAT_GAP)
+            near = Searcher._result_neighbours(np.asarray(ids)[hot], np.stack([vectors[i] for i in hot]), sl, own)
+            rel[hot] *= policy.reciprocal(u[hot], (near - mu) / unit)
+        return rel
+
+    @staticmethod
+    def _result_neighbours(ids, vectors: np.ndarray, sl: Shortlist, own: list[int]) -> np.ndarray:
+        """(n,) float64: the cosine of each result (`ids` (n,), `vectors` (n, D)) to its nearest
+        other photo among the whole library's first policy.NEIGHBOURHOOD of the shortlist `sl`,
+        passing over `own` (the query's own file and its copies) and the result's near shots
+        (cosine >= policy.NEAR_SHOT); nan where there is none."""
         pool = ~np.isin(sl.ids, own)
-        ids, vecs = sl.ids[pool][: policy.NEIGHBOURHOOD], sl.vectors[pool][: policy.NEIGHBOURHOOD]
-        out = np.full(len(hits), np.nan)
-        have = [i for i, h in enumerate(hits) if h.image_id in vec_of]
-        if not have or not len(ids):
-            return out
-        sims = np.stack([vec_of[hits[i].image_id] for i in have]) @ vecs.T  # (m, pool)
-        sims[np.asarray([hits[i].image_id for i in have])[:, None] == ids[None, :]] = -np.inf
+        pool_ids, pool_vecs = sl.ids[pool][: policy.NEIGHBOURHOOD], sl.vectors[pool][: policy.NEIGHBOURHOOD]
+        if not len(pool_ids):
+            return np.full(len(ids), np.nan)
+        sims = vectors @ pool_vecs.T  # (n, pool)
+        sims[np.asarray(ids)[:, None] == pool_ids[None, :]] = -np.inf
         sims[sims >= policy.NEAR_SHOT] = -np.inf
         best = sims.max(axis=1)
-        out[have] = np.where(np.isfinite(best), best, np.nan)
-        return out
+        return np.where(np.isfinite(best), best, np.nan)
 
     COPY_CANDIDATES = 20  # the shortlist's first photos looked at for copies of the query before ranking
 
