@@ -553,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     ix.set_defaults(func=cmd_index)
     se = sub.add_parser("search", parents=[common], help="search the library with a photo (or a box in it)")
     se.add_argument("image", nargs="?")
-    se.add_argument("--box", help="x1,y1,x2,y2 in pixels of the (EXIF-oriented) image")
+    se.add_argument("--box", help="x1,y1,x2,y2 in pixels of the (EXIF-oriented) image, within it")
     se.add_argument("--top", type=_positive_int, default=20)
     se.add_argument("--qe", action="store_true", help="query expansion on (default: the library's policy)")
     se.add_argument("--no-qe", action="store_true")

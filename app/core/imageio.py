@@ -314,6 +314,12 @@ def check_box(box, size) -> tuple[float, float, float, float]:
     w, h = size
     if x2 <= 0 or y2 <= 0 or x1 >= w or y1 >= h:
         raise InputError(f"the box {x1:g},{y1:g},{x2:g},{y2:g} lies outside the {w}x{h} photo")
+    # past an edge by more than rounding: coordinates meant for another size of the photo, which
+    # clipped would search a sliver of it (trial 15: 600,400,2000,2000 on a 640x480 photo)
+    sx, sy = max(2.0, 0.01 * w), max(2.0, 0.01 * h)
+    if x1 < -sx or y1 < -sy or x2 > w + sx or y2 > h + sy:
+        raise InputError(f"the box {x1:g},{y1:g},{x2:g},{y2:g} reaches past the {w}x{h} photo "
+                         f"(x from 0 to {w}, y from 0 to {h}, in the photo's pixels as shown upright)")
     return x1, y1, x2, y2
 
 

@@ -261,6 +261,10 @@ def test_every_bad_input_gives_one_line_and_a_nonzero_exit(tmp_path, photo_dir, 
     one_line_error(cli("search", q, "--box", "nan,1,20,20", home=home), "--box")
     one_line_error(cli("search", q, "--box", "1,1,inf,20", home=home), "--box")
     one_line_error(cli("search", q, "--box", "500,500,600,600", home=home), "outside")
+    from PIL import Image
+
+    w, h = Image.open(q).size  # a box meant for a larger copy of the photo: not clipped to a sliver
+    one_line_error(cli("search", q, "--box", f"{w - 8},{h - 8},{3 * w},{3 * h}", home=home), "reaches past")
     one_line_error(cli("search", q, "--box", "20,20,10,10", home=home), "x1 < x2")
     r = cli("search", q, "--top", "-5", home=home)
     assert r.returncode == 2 and "must be at least 1" in r.stderr and "Traceback" not in r.stderr
