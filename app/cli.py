@@ -209,6 +209,14 @@ def cmd_index(a) -> int:
     try:
         from .core.pipeline.distributed import parse_path_map
 
+        held = [Path(f["path"]) for f in svc.stats()["folders"]]
+        for p in a.paths:  # trial 15: a subfolder of a library folder, added again, said nothing
+            p = Path(p).expanduser().resolve()
+            outer = next((f for f in held if p != f and p.is_relative_to(f)), None)
+            if outer is not None:
+                print(f"heatsearch: {display(p)} is already in the library, inside {display(outer)}: "
+                      "its photos are checked for changes there", file=sys.stderr)
+
         cmd = svc.index(a.paths, stream=True, verify=a.verify, ray=a.ray, workers=a.workers,
                         path_map=parse_path_map(a.path_map))
         for ev in cmd.events():

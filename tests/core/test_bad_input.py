@@ -354,3 +354,12 @@ def test_forget_missing_also_forgets_the_files_that_failed_with_a_vanished_folde
     st = svc.stats()
     assert (st["missing"], st["failed"], st["indexed"]) == (0, 1, 3), st
     svc.close()
+
+
+def test_indexing_a_subfolder_of_the_library_says_it_is_already_there(photo_dir, indexed_home):
+    """Trial 15: `heatsearch index` of a folder inside a library folder printed the library's
+    counts and nothing about the folder: it is already in the library, inside the other."""
+    r = cli("index", photo_dir / "scene0", home=indexed_home)
+    assert r.returncode == 0, r.stderr
+    assert "already in the library, inside" in r.stderr and str(photo_dir.resolve()) in r.stderr, r.stderr
+    assert len(json.loads(cli("status", "--json", home=indexed_home).stdout)["folders"]) == 1
