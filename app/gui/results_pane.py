@@ -169,7 +169,8 @@ class ResultsPane(QWidget):
         today = date.today()
         current = self.when.currentData()
         choices = [("Any time", ("any",)), ("Last 30 days", ("days", 30)), ("Last 12 months", ("days", 365)),
-                   ("This year", ("year", today.year)), ("Last year", ("year", today.year - 1))]
+                   (f"This year ({today.year})", ("year", today.year)),
+                   (f"Last year ({today.year - 1})", ("year", today.year - 1))]  # trial 15: which year?
         if self._span:  # every year the library holds (it listed only the last 12), none without photos
             for y in range(self._span[1].year, max(self._span[0].year, self._span[1].year - 60) - 1, -1):
                 if y < today.year - 1 and (self._years is None or y in self._years):

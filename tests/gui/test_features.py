@@ -100,6 +100,7 @@ def test_filters_restrict_results_to_a_folder_and_dates(qtbot, window, tmp_path)
     when = window.results.when
     years = [when.itemText(i) for i in range(when.count())]
     assert "2015" in years and "Custom range…" in years
+    assert f"This year ({date.today().year})" in years  # trial 15: which year "This year" is
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         choose(qtbot, folder, "All")
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
