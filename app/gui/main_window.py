@@ -1047,11 +1047,12 @@ class MainWindow(QMainWindow):
         if hit is None:
             return
         m = QMenu(self)
-        m.addAction("Find similar", lambda: self.set_query_path(hit.path))
-        m.addAction("View", lambda: self.open_viewer(index))
-        m.addAction("Open in system viewer", lambda: open_externally(self, hit.path))
-        m.addAction("Show in folder", lambda: open_externally(self, hit.path, folder=True))
-        m.addAction("Copy path", lambda: self.copy_path(hit.path))
+        # each with its letter (trial 15: the menu had none)
+        m.addAction("Find &similar", lambda: self.set_query_path(hit.path))
+        m.addAction("&View", lambda: self.open_viewer(index))
+        m.addAction("&Open in system viewer", lambda: open_externally(self, hit.path))
+        m.addAction("Show in &folder", lambda: open_externally(self, hit.path, folder=True))
+        m.addAction("&Copy path", lambda: self.copy_path(hit.path))
         m.exec(self.results_view.viewport().mapToGlobal(pos))
 
     def copy_path(self, path: str) -> None:
