@@ -209,11 +209,14 @@ def cmd_index(a) -> int:
     try:
         from .core.pipeline.distributed import parse_path_map
 
-        held = [Path(f["path"]) for f in svc.stats()["folders"]]
+        from .core.library import paths as lib_paths
+
+        held = [f["path"] for f in svc.stats()["folders"]]
+        forgotten = svc.catalog.exclusions()  # added again, a forgotten subfolder is scanned again
         for p in a.paths:  # trial 15: a subfolder of a library folder, added again, said nothing
-            p = Path(p).expanduser().resolve()
-            outer = next((f for f in held if p != f and p.is_relative_to(f)), None)
-            if outer is not None:
+            p = str(Path(p).expanduser().resolve())
+            outer = next((f for f in held if lib_paths.norm(p) != lib_paths.norm(f) and lib_paths.is_within(p, f)), None)
+            if outer is not None and not any(lib_paths.is_within(p, x) for x in forgotten):
                 print(f"heatsearch: {display(p)} is already in the library, inside {display(outer)}: "
                       "its photos are checked for changes there", file=sys.stderr)
 

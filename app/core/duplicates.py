@@ -138,6 +138,9 @@ def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = Fals
             m.mtime or float("inf"), m.path)
 
 
+SIZE_RULE = 9  # keep_order's rules before the file's size
+
+
 def _ranked(rank, value):
     return value if rank is None else rank
 
@@ -149,13 +152,18 @@ def _ranked(rank, value):
 EVEN = 0.02
 
 
-def _even_out(ms: list[Member]) -> None:
-    """Set each member's size_rank and sharp_rank: the group's largest size (sharpness) where it is
-    within EVEN of it, else its own."""
-    big, sharp = max(m.size for m in ms), max(m.sharpness for m in ms)
+def _even_out(ms: list[Member], flags: dict) -> None:
+    """Set each member's size_rank and sharp_rank: the largest size (sharpness) of the members that
+    tie on every rule of keep_order before size, where it is within EVEN of it, else its own. Only
+    those: an enlargement or a bordered copy, larger but put after by an earlier rule, set no bar.
+    flags: {image_id: keep_order's flags (added_border, cropped, turned)}."""
+    head = {m.image_id: keep_order(m, *flags[m.image_id])[:SIZE_RULE] for m in ms}
+    first = min(head.values())
+    tied = [m for m in ms if head[m.image_id] == first]
+    big, sharp = max(m.size for m in tied), max(m.sharpness for m in tied)
     for m in ms:
-        m.size_rank = big if m.size >= (1 - EVEN) * big else m.size
-        m.sharp_rank = sharp if m.sharpness >= (1 - EVEN) * sharp else m.sharpness
+        m.size_rank = big if head[m.image_id] == first and m.size >= (1 - EVEN) * big else m.size
+        m.sharp_rank = sharp if head[m.image_id] == first and m.sharpness >= (1 - EVEN) * sharp else m.sharpness
 
 
 def turned_from_most(thumbs: list[bytes]) -> list[bool]:
@@ -622,11 +630,11 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlar
         if len(ms) < 2:
             continue
         _mark_enlarged(ms, crop_of, enlarged)
-        _even_out(ms)
         least = min(m.border for m in ms)
         turned = dict(zip([m.image_id for m in ms],
                           turned_from_most([b"" if m.image_id in crop_of else rows[m.image_id][9] for m in ms])))
         flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of, turned[m.image_id]) for m in ms}
+        _even_out(ms, flags)
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]
         keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
@@ -697,7 +705,8 @@ def keeper(rows: list[dict], answers: dict) -> int:
     ms = [Member(i, r["path"], r["width"], r["height"], r["size"] or 0, 0.0, r["sharpness"] or 0.0,
                  (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0)) for i, r in enumerate(rows)]
     _mark_enlarged(ms, {}, answers)
-    _even_out(ms)
     least = min(m.border for m in ms)
     turned = turned_from_most([r.get("thumb") or b"" for r in rows])
-    return min(ms, key=lambda m: keep_order(m, m.border > least + BORDER_ADDED, False, turned[m.image_id])).image_id
+    flags = {m.image_id: (m.border > least + BORDER_ADDED, False, turned[m.image_id]) for m in ms}
+    _even_out(ms, flags)
+    return min(ms, key=lambda m: keep_order(m, *flags[m.image_id])).image_id

@@ -112,9 +112,10 @@ NEAR_SHOT = 0.93
 # The same test for the results HeR's heat reads as right: in a library of one kind of object the
 # heat spreads over the next object's views, each far closer to its own other views than to the
 # query (trial 14: the three other views of a CD cover, then the four views of a book, all at
-# 0.99). A result with at least HEAT_TOP of the best heat (which alone reads it as right: 0.97+
-# whatever its similarity) is multiplied by the same logistic of u(query, result) - u(result, its
-# nearest other photo among the search's first NEIGHBOURHOOD), 0.5 at HEAT_GAP. Only there: the
+# 0.99). A result whose heat, spread best 1 to the shortlist's last 0, is HEAT_TOP or more (which
+# alone reads it as right: 0.97+ whatever its similarity) is multiplied by the same logistic of
+# u(query, result) - u(result, its nearest other photo among the search's first NEIGHBOURHOOD),
+# 0.5 at HEAT_GAP; the best match too, on top of its own test above (so it was measured). Only there: the
 # right photos of a landmark lie further from the query than from each other, down to -0.4 (5th
 # percentile) among those with such heat but below -0.6 further down (10th percentile, 2,702
 # photos), so for every result it cost up to 0.08 of them at 0.5. Measured (benchmarks/relevance.py,

@@ -363,3 +363,7 @@ def test_indexing_a_subfolder_of_the_library_says_it_is_already_there(photo_dir,
     assert r.returncode == 0, r.stderr
     assert "already in the library, inside" in r.stderr and str(photo_dir.resolve()) in r.stderr, r.stderr
     assert len(json.loads(cli("status", "--json", home=indexed_home).stdout)["folders"]) == 1
+    # forgotten, the subfolder added again is scanned again: not "already in the library"
+    assert cli("forget", photo_dir / "scene0", home=indexed_home).returncode == 0
+    r = cli("index", photo_dir / "scene0", home=indexed_home)
+    assert r.returncode == 0 and "already in the library" not in r.stderr, r.stderr

@@ -423,6 +423,7 @@ class Searcher:
         t1 = time.perf_counter()
         final, scores, her = self._ranking(q, k, None, plan, snap, same + copies,
                                            Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k]), copies)
+        whole = None  # the whole library's ranking, when a filter takes part of it
         if filters is not None and len(final):
             # A photo's ranking score is the one it has in the whole library, with or without a
             # filter: ranked among the filter's photos alone, the best of them scored 1 (HeR's
@@ -468,14 +469,16 @@ class Searcher:
                                   [vec_of.get(int(i)) for i in ids], scale, sl, same + copies)
             rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
             rel = np.minimum.accumulate(rel)  # non-increasing down the ranking
-            if filters is not None:
+            if whole is not None:
                 # ... and as it reads in the whole library's ranking, whose running minimum passes
                 # through the photos the filter leaves out (trial 15: a painting read 0.00 at rank
-                # 48, 0.975 first among a date filter's photos); those beyond it below its last
+                # 48, 0.975 first among a date filter's photos); those beyond it below its last.
+                # The query's own file and copies read 1 there too, as they do unfiltered.
                 n = min(len(whole.ids), req.top + 200)
-                w_rel = np.minimum.accumulate(self._relevance(
-                    whole.ids[:n], [float(v @ q) for v in whole.vectors[:n]], whole_scores[:n], list(whole.vectors[:n]), scale, sl,
-                    same + copies))
+                w_rel = self._relevance(whole.ids[:n], [float(v @ q) for v in whole.vectors[:n]], whole_scores[:n],
+                                        list(whole.vectors[:n]), scale, sl, same + copies)
+                w_rel[np.isin(whole.ids[:n], same + copies + [h.image_id for h in hits if h.duplicate or h.copy])] = 1.0
+                w_rel = np.minimum.accumulate(w_rel)
                 at = {int(i): r for i, r in zip(whole.ids[:n].tolist(), w_rel)}
                 last = float(w_rel[-1]) if n else 1.0
                 rel = np.minimum.accumulate([r if h.duplicate or h.copy else min(r, at.get(h.image_id, last))
@@ -527,8 +530,8 @@ class Searcher:
         other photo among the whole library's first policy.NEIGHBOURHOOD of the shortlist `sl`,
         passing over `own` (the query's own file and its copies) and the result's near shots
         (cosine >= policy.NEAR_SHOT); nan where there is none."""
-        pool = ~np.isin(sl.ids, own)
-        pool_ids, pool_vecs = sl.ids[pool][: policy.NEIGHBOURHOOD], sl.vectors[pool][: policy.NEIGHBOURHOOD]
+        pool = np.flatnonzero(~np.isin(sl.ids, own))[: policy.NEIGHBOURHOOD]
+        pool_ids, pool_vecs = sl.ids[pool], sl.vectors[pool]
         if not len(pool_ids):
             return np.full(len(ids), np.nan)
         sims = vectors @ pool_vecs.T  # (n, pool)
