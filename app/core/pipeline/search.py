@@ -105,6 +105,13 @@ class Hit:
     # One per duplicate: the other copies this result stands for (paths; not in the list)
     hidden_copies: list[str] = field(default_factory=list)
     turn: int = 0  # a copy: signature.ORIENTATIONS[turn] turns it onto the query (the query's heat onto it: `on_copy`)
+    # One per duplicate: the photo whose place in the ranking this one holds (its set's best-ranked
+    # copy; 0: its own), whose similarity and score it reads
+    place: int = 0
+
+    @property
+    def ranked_id(self) -> int:
+        return self.place or self.image_id
 
 
 @dataclass
@@ -423,7 +430,8 @@ class Searcher:
         t1 = time.perf_counter()
         final, scores, her = self._ranking(q, k, None, plan, snap, same + copies,
                                            Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k]), copies)
-        whole = None  # the whole library's ranking, when a filter takes part of it
+        # the whole library's ranking, filter or not: each photo reads as it stands there
+        whole, whole_scores = final, np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
         if filters is not None and len(final):
             # A photo's ranking score is the one it has in the whole library, with or without a
             # filter: ranked among the filter's photos alone, the best of them scored 1 (HeR's
@@ -431,7 +439,6 @@ class Searcher:
             # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. The filter's
             # photos come in the whole library's order, then, in their own ranking, the ones
             # beyond its shortlist.
-            whole, whole_scores = final, np.minimum.accumulate(np.clip(scores, 0.0, 1.0))
             part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same + copies, copies=copies)
             inside = np.isin(final.ids, self._admitted(filters, final.ids))
             floor = float(scores[-1]) if len(scores) else 0.0
@@ -464,25 +471,24 @@ class Searcher:
             matched = policy.match(None if best is None else (best - mu) / unit, best,
                                    None if neighbour is None else (neighbour - mu) / unit)
             scale = (mu, unit, her, matched, req.box is None)
-            ids = np.array([h.image_id for h in hits], np.int64)
+            ids = np.array([h.ranked_id for h in hits], np.int64)  # each as it stands in the ranking
             rel = self._relevance(ids, np.array([h.similarity for h in hits]), np.array([h.score for h in hits]),
                                   [vec_of.get(int(i)) for i in ids], scale, sl, same + copies)
             rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
-            rel = np.minimum.accumulate(rel)  # non-increasing down the ranking
-            if whole is not None:
-                # ... and as it reads in the whole library's ranking, whose running minimum passes
-                # through the photos the filter leaves out (trial 15: a painting read 0.00 at rank
-                # 48, 0.975 first among a date filter's photos); those beyond it below its last.
-                # The query's own file and copies read 1 there too, as they do unfiltered.
-                n = min(len(whole.ids), req.top + 200)
-                w_rel = self._relevance(whole.ids[:n], [float(v @ q) for v in whole.vectors[:n]], whole_scores[:n],
-                                        list(whole.vectors[:n]), scale, sl, same + copies)
-                w_rel[np.isin(whole.ids[:n], same + copies + [h.image_id for h in hits if h.duplicate or h.copy])] = 1.0
-                w_rel = np.minimum.accumulate(w_rel)
-                at = {int(i): r for i, r in zip(whole.ids[:n].tolist(), w_rel)}
-                last = float(w_rel[-1]) if n else 1.0
-                rel = np.minimum.accumulate([r if h.duplicate or h.copy else min(r, at.get(h.image_id, last))
-                                             for h, r in zip(hits, rel)])
+            # Non-increasing down the list, as each photo reads in the whole library's ranking:
+            # its running minimum passes through every photo there, those a filter leaves out
+            # (trial 15: a painting read 0.00 at rank 48, 0.975 first among a date filter's
+            # photos) and the copies One per duplicate hides, filter or not; the filter's photos
+            # beyond that ranking read no more than its last. The query's own file and copies: 1.
+            n = min(len(whole.ids), req.top + 200)
+            w_rel = self._relevance(whole.ids[:n], [float(v @ q) for v in whole.vectors[:n]], whole_scores[:n],
+                                    list(whole.vectors[:n]), scale, sl, same + copies)
+            w_rel[np.isin(whole.ids[:n], same + copies + [h.image_id for h in hits if h.duplicate or h.copy])] = 1.0
+            w_rel = np.minimum.accumulate(w_rel)
+            at = {int(i): r for i, r in zip(whole.ids[:n].tolist(), w_rel)}
+            last = float(w_rel[-1]) if n else 1.0
+            rel = np.minimum.accumulate([r if h.duplicate or h.copy else min(r, at.get(h.ranked_id, last))
+                                         for h, r in zip(hits, rel)])
             for h, r in zip(hits, rel):
                 h.score = float(r)
         total = len(hits)
@@ -605,7 +611,8 @@ class Searcher:
                 if len(self._enlarged) > 10_000:
                     self._enlarged.clear()
                 best, first = ok[keeper([r for _, r in ok], self._enlarged)][0], hits[at]
-                hits[at] = replace(best, score=first.score, rank=first.rank, similarity=first.similarity)
+                hits[at] = replace(best, score=first.score, rank=first.rank, similarity=first.similarity,
+                                   place=first.image_id)
             hits[at].hidden_copies = [h.path for h, _ in sets[k] if h.image_id != hits[at].image_id]
         if any(h.copy for h in hits):  # the query's file, then its copies, then the rest in order
             hits = sorted(hits, key=lambda h: (not h.duplicate, not h.copy))
