@@ -141,6 +141,10 @@ def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = Fals
 SIZE_RULE = 9  # keep_order's rules before the file's size
 
 
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} KB"
+
+
 def _ranked(rank, value):
     return value if rank is None else rank
 
@@ -214,7 +218,9 @@ def kept_because(best: Member, other: Member, best_flags=(False, False, False), 
     if best_flags[2:] != other_flags[2:]:
         return "turned as most of its copies"
     if _ranked(best.size_rank, best.size) != _ranked(other.size_rank, other.size):
-        return f"largest file ({best.size / 1e6:.1f} MB)" if best.size >= 1e6 else f"largest file ({best.size / 1e3:.0f} KB)"
+        # against the next, which is all the rule compared (trial 16: "largest file (373 KB)" beside
+        # a mirrored copy of 374 KB, put after by an earlier rule)
+        return f"the larger file ({_size(best.size)} against {_size(other.size)})"
     if _ranked(best.sharp_rank, best.sharpness) != _ranked(other.sharp_rank, other.sharpness):
         return "sharpest"
     if best.mtime != other.mtime and best.mtime and other.mtime:

@@ -182,7 +182,7 @@ class DuplicatesDialog(QDialog):
         # (whole-photo copies: a crop's number is its window's, held to a bar of its own)
         least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
                     default=None)
-        spread = f"; the least alike copy found: {least:.2f}" if least is not None else ""
+        spread = f"; the least alike whole-photo copy found: {least:.2f}" if least is not None else ""
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go if you kept the "
                              f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
                              if groups else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")

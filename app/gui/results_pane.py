@@ -157,8 +157,9 @@ class ResultsPane(QWidget):
         self._span = (date.fromtimestamp(span[0]), date.fromtimestamp(span[1])) if span else None
         self._fill_when()
         first, last = self._span or (today - timedelta(days=365), today)
-        self.after.setDate(first)
-        self.before.setDate(last)
+        if (self.when.currentData() or ("any",))[0] != "custom":  # a range in use stays (trial 16)
+            self.after.setDate(first)
+            self.before.setDate(last)
 
     def set_years(self, years: list[int] | None) -> None:
         """The years that hold photos (read when the filter opens): only those are offered."""

@@ -275,13 +275,13 @@ def test_the_one_to_keep_is_the_original_and_says_which_rule_put_it_first():
     newer_larger = Member(9, "/p/h.jpg", 4000, 3000, 3_000_000, 0, 5.0, mtime=1.7e9)  # re-saved at quality 95
     assert keep_order(older, False, False) < keep_order(newer_larger, False, False)
     assert kept_because(older, newer_larger).startswith("the oldest file (")
-    assert kept_because(newer_larger, Member(10, "/p/i.jpg", 4000, 3000, 1_000_000, 0, 5.0, mtime=1.7e9)) == "largest file (3.0 MB)"
+    assert kept_because(newer_larger, Member(10, "/p/i.jpg", 4000, 3000, 1_000_000, 0, 5.0, mtime=1.7e9)) == "the larger file (3.0 MB against 1.0 MB)"
     # files written within the same minute (copied together) are as old as each other (trial 6:
     # "the oldest file" for milliseconds); the larger one is kept, and says so
     small_first = Member(13, "/p/l.jpg", 4000, 3000, 1_000_000, 0, 5.0, mtime=1.6e9 + 0.004)
     large_then = Member(14, "/p/m.jpg", 4000, 3000, 2_000_000, 0, 5.0, mtime=1.6e9 + 0.009)
     assert keep_order(large_then, False, False) < keep_order(small_first, False, False)
-    assert kept_because(large_then, small_first) == "largest file (2.0 MB)"
+    assert kept_because(large_then, small_first) == "the larger file (2.0 MB against 1.0 MB)"
     assert Member(11, "/p/j.jpg", 1, 1, 1, 0, 0, relation="crop").reason == "a crop of the photo to keep"
 
 
@@ -548,4 +548,4 @@ def test_a_turned_copy_a_few_bytes_larger_is_not_kept_over_its_original(tmp_path
     assert len(groups) == 1
     keep, *others = groups[0].members
     assert "/life/" in keep.path, (keep.path, keep.why, [(o.path, o.reason) for o in others])
-    assert "largest" not in keep.why, keep.why
+    assert "larger" not in keep.why, keep.why

@@ -121,9 +121,23 @@ def test_filters_restrict_results_to_a_folder_and_dates(qtbot, window, tmp_path)
     qtbot.keyClicks(to, "31/12/2015")
     qtbot.keyClick(to, Qt.Key_Return)
     assert "not a day" in to.toolTip() and len(window.results_model.hits) == 6  # said, and nothing changed
+    qtbot.keyClick(to, Qt.Key_A, Qt.ControlModifier)
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):
+        qtbot.keyClicks(to, "2015-12-31")
+        qtbot.keyClick(to, Qt.Key_Return)
+    # the library grows (an older photo added): the range in use stays as typed (trial 16: it was
+    # set back to the library's first and last dates)
+    e = tmp_path / "older"
+    e.mkdir()
+    write_photo(e / "x.png", seed=99)
+    older = time.mktime((2010, 3, 1, 12, 0, 0, 0, 0, -1))
+    os.utime(e / "x.png", (older, older))
+    index_folder(qtbot, window, e)
+    qtbot.waitUntil(lambda: window._taken_range is not None and window._taken_range[0] < old, timeout=10000)
+    assert window.results.after.date() == date(2015, 6, 1) and to.text() == "2015-12-31"
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(window.results.clear_filters, Qt.LeftButton)
-    assert window.results_model.rowCount() == 14
+    assert window.results_model.rowCount() == 15  # the older photo too
 
 
 def test_hiding_duplicates_keeps_one_of_each(qtbot, window, tmp_path):

@@ -430,6 +430,8 @@ class Searcher:
         t1 = time.perf_counter()
         final, scores, her = self._ranking(q, k, None, plan, snap, same + copies,
                                            Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k]), copies)
+        if her and req.box is None:
+            final, scores = self._reciprocal_first(final, scores, q, sl, same + copies, snap)
         # the whole library's ranking, filter or not: each photo reads as it stands there
         whole, whole_scores = final, np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
         if filters is not None and len(final):
@@ -511,6 +513,29 @@ class Searcher:
             if i != best_id and i not in own and sim < policy.NEAR_SHOT:
                 return float(sim)
         return None
+
+    @staticmethod
+    def _reciprocal_first(final: Shortlist, scores: np.ndarray, q: np.ndarray, sl: Shortlist, own: list[int], snap
+                          ) -> tuple[Shortlist, np.ndarray]:
+        """HeR's ranking `final` with its scores (heat spread, best first), its warmest results
+        (policy.HEAT_TOP) that fail the reciprocal test (policy.reciprocal below 0.5) moved after
+        the warmest that pass, each keeping its score. Trial 16: the heat of an Eiffel search went
+        to the domes of the Invalides (18 photos of each): they came 5th to 15th, each far closer to
+        its own other photos than to the query, and the Eiffel photos after them read what the
+        list's running minimum left (0.00). `own`: the query's own file and copies, left in place."""
+        hot = np.flatnonzero(scores >= policy.HEAT_TOP)
+        hot = hot[~np.isin(final.ids[hot], own)]
+        if not len(hot):
+            return final, scores
+        mu, sd = snap.similarity_scale
+        unit = sd * policy.neighbour_z(not snap.whitening.is_identity)
+        near = Searcher._result_neighbours(final.ids[hot], final.vectors[hot], sl, own)
+        fail = hot[policy.reciprocal((final.vectors[hot] @ q - mu) / unit, (near - mu) / unit) < 0.5]
+        if not len(fail):
+            return final, scores
+        end = int(hot.max()) + 1
+        order = np.concatenate([np.setdiff1d(np.arange(end), fail), fail, np.arange(end, len(scores))])
+        return Shortlist(final.ids[order], final.sims[order], final.vectors[order]), scores[order]
 
     @staticmethod
     def _relevance(ids, sims, scores, vectors, scale: tuple, sl: Shortlist, own: list[int]) -> np.ndarray:
