@@ -412,6 +412,21 @@ def test_an_object_the_library_does_not_hold_reads_as_no_match_among_other_objec
     assert len(kept) == 30 and np.mean(kept) >= 0.6, kept
 
 
+def shipped_library(tmp_path, photos):
+    """A library of copies of `photos` (real shared photos) in one folder, indexed with the
+    shipped model and size: (the service, open; the folder)."""
+    from app.core.config import DEFAULT_MAX_SIDE
+    from app.core.features.registry import DEFAULT_BACKBONE
+
+    d = tmp_path / "photos"
+    d.mkdir()
+    for p in photos:
+        (d / p.name).write_bytes(p.read_bytes())
+    svc = open_lib(tmp_path / "h", backbone=DEFAULT_BACKBONE, max_side=DEFAULT_MAX_SIDE, batch_size=8)
+    index(svc, [d])
+    return svc, d
+
+
 @pytest.mark.slow
 def test_heat_does_not_read_the_next_object_as_right(tmp_path):
     """Trial 14: in a library of objects of one kind (the first UKBench objects: CD covers and
@@ -419,19 +434,13 @@ def test_heat_does_not_read_the_next_object_as_right(tmp_path):
     read the three other views as right and then the next objects' views at 0.99. Those are each
     far closer to their own other views than to the query (policy.HEAT_GAP) and now read lower;
     the right views still read as right."""
-    from app.core.config import DEFAULT_MAX_SIDE
-    from app.core.features.registry import DEFAULT_BACKBONE
     from tests.conftest import shared_photos
 
     uk = shared_photos("ukbench", 60)
     queries = uk[3:60:4]  # each object's fourth view, not in the library
-    d = tmp_path / "photos"
-    d.mkdir()
-    for p in [p for p in uk if p not in queries] + shared_photos("distractors", 150) + shared_photos("paris250", 45):
-        (d / p.name).write_bytes(p.read_bytes())
-    svc = open_lib(tmp_path / "h", backbone=DEFAULT_BACKBONE, max_side=DEFAULT_MAX_SIDE, batch_size=8)
+    svc, _ = shipped_library(tmp_path, [p for p in uk if p not in queries] + shared_photos("distractors", 150)
+                             + shared_photos("paris250", 45))
     try:
-        index(svc, [d])
         searcher = Searcher(svc)
         right, wrong = [], []
         for n, q in enumerate(queries):
@@ -454,21 +463,15 @@ def test_heat_that_went_to_another_landmark_leaves_the_right_photos_first(tmp_pa
     the Invalides' domes (5th to 15th), each far closer to its own other photos than to the query,
     and the Eiffel photos after them read what the running minimum left (0.00). Those warm results
     that fail the reciprocal test (policy.HEAT_GAP) now come after the warm ones that pass."""
-    from app.core.config import DEFAULT_MAX_SIDE
-    from app.core.features.registry import DEFAULT_BACKBONE
     from tests.conftest import SHARED, shared_photos
 
     src = SHARED / "data" / "paris250" / "jpg"
     if not src.is_dir():
         pytest.skip(f"shared photos not found in {src}")
-    d = tmp_path / "photos"
-    d.mkdir()
     landmarks = {n: sorted(src.glob(f"paris_{n}_*.jpg")) for n in ("eiffel", "invalides", "moulinrouge")}
-    for p in [p for ps in landmarks.values() for p in ps[:18]] + shared_photos("ukbench", 60) + shared_photos("distractors", 150):
-        (d / p.name).write_bytes(p.read_bytes())
-    svc = open_lib(tmp_path / "h", backbone=DEFAULT_BACKBONE, max_side=DEFAULT_MAX_SIDE, batch_size=8)
+    svc, _ = shipped_library(tmp_path, [p for ps in landmarks.values() for p in ps[:18]] + shared_photos("ukbench", 60)
+                             + shared_photos("distractors", 150))
     try:
-        index(svc, [d])
         searcher = Searcher(svc)
         first, kept = [], []
         for q in landmarks["eiffel"][18:20]:  # not in the library
