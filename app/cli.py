@@ -198,6 +198,7 @@ def _fmt_eta(s):
 
 
 def cmd_index(a) -> int:
+    from .core.library import paths as lib_paths
     from .core.library.paths import display
 
     for p in a.paths:
@@ -208,8 +209,6 @@ def cmd_index(a) -> int:
     last = None
     try:
         from .core.pipeline.distributed import parse_path_map
-
-        from .core.library import paths as lib_paths
 
         held = [f["path"] for f in svc.stats()["folders"]]
         forgotten = svc.catalog.exclusions()  # added again, a forgotten subfolder is scanned again

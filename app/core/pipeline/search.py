@@ -473,24 +473,26 @@ class Searcher:
             matched = policy.match(None if best is None else (best - mu) / unit, best,
                                    None if neighbour is None else (neighbour - mu) / unit)
             scale = (mu, unit, her, matched, req.box is None)
-            ids = np.array([h.ranked_id for h in hits], np.int64)  # each as it stands in the ranking
-            rel = self._relevance(ids, np.array([h.similarity for h in hits]), np.array([h.score for h in hits]),
-                                  [vec_of.get(int(i)) for i in ids], scale, sl, same + copies)
-            rel[[h.duplicate or h.copy for h in hits]] = 1.0  # the query's own file and its copies
-            # Non-increasing down the list, as each photo reads in the whole library's ranking:
-            # its running minimum passes through every photo there, those a filter leaves out
+            # Each photo reads as it stands in the whole library's ranking, non-increasing down it:
+            # the running minimum passes through every photo there, those a filter leaves out
             # (trial 15: a painting read 0.00 at rank 48, 0.975 first among a date filter's
-            # photos) and the copies One per duplicate hides, filter or not; the filter's photos
-            # beyond that ranking read no more than its last. The query's own file and copies: 1.
+            # photos) and the copies One per duplicate hides, filter or not. The query's own file
+            # and copies read 1; a filter's photos beyond that ranking, their own, no more than its last.
+            own = [h.duplicate or h.copy for h in hits]
             n = min(len(whole.ids), req.top + 200)
             w_rel = self._relevance(whole.ids[:n], [float(v @ q) for v in whole.vectors[:n]], whole_scores[:n],
                                     list(whole.vectors[:n]), scale, sl, same + copies)
-            w_rel[np.isin(whole.ids[:n], same + copies + [h.image_id for h in hits if h.duplicate or h.copy])] = 1.0
+            w_rel[np.isin(whole.ids[:n], same + copies + [h.image_id for h, o in zip(hits, own) if o])] = 1.0
             w_rel = np.minimum.accumulate(w_rel)
             at = {int(i): r for i, r in zip(whole.ids[:n].tolist(), w_rel)}
-            last = float(w_rel[-1]) if n else 1.0
-            rel = np.minimum.accumulate([r if h.duplicate or h.copy else min(r, at.get(h.ranked_id, last))
-                                         for h, r in zip(hits, rel)])
+            rel = np.array([1.0 if o else at.get(h.ranked_id, np.nan) for h, o in zip(hits, own)])
+            beyond = np.flatnonzero(np.isnan(rel))
+            if len(beyond):
+                ids = np.array([hits[i].ranked_id for i in beyond], np.int64)
+                rel[beyond] = np.minimum(self._relevance(
+                    ids, [hits[i].similarity for i in beyond], [hits[i].score for i in beyond],
+                    [vec_of.get(int(i)) for i in ids], scale, sl, same + copies), float(w_rel[-1]) if n else 1.0)
+            rel = np.minimum.accumulate(rel)
             for h, r in zip(hits, rel):
                 h.score = float(r)
         total = len(hits)
