@@ -39,6 +39,7 @@ from .workers import Background, CoreBridge, ImageLoader
 DEBOUNCE_MS = 250
 ESTIMATED_RATE = 8.0  # photos/s of the default model on a 2-core laptop (README "Speed"), until one is measured here
 REFRESH_MS = 3000  # a library another process writes is re-read this often (cheap when unchanged)
+NOTICE_MS = 8000  # a passing message (a copied path) stays this long
 QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at most this large
 MIN_SIZE = QSize(960, 620)
 
@@ -108,6 +109,11 @@ class MainWindow(QMainWindow):
         # a timer of the window's own: a QTimer.singleShot outlived a closed window and called into it
         self._search_now = QTimer(self, singleShot=True, interval=0)
         self._search_now.timeout.connect(self.run_search)
+        # a passing message (a copied path, a refused key) gives the status back after a while
+        # (trial 16: "Copied the path of …" stayed under the next searches' results)
+        self._notice_timer = QTimer(self, singleShot=True, interval=NOTICE_MS)
+        self._notice_timer.timeout.connect(self._end_notice)
+        self._notice_text = self._lasting_status = ""
         self._refresh = QTimer(self, interval=REFRESH_MS)  # a library another process writes: follow it
         self._refresh.timeout.connect(lambda: self.svc.refresh())
         self._restore_ui()
@@ -472,7 +478,7 @@ class MainWindow(QMainWindow):
 
     def add_folder(self, path: str):
         if self.svc.read_only:
-            self.status_label.setText("This library is read-only here (another HeatSearch is writing it).")
+            self.notice("This library is read-only here (another HeatSearch is writing it).")
             return
         real = os.path.realpath(path)
         holder = next((f["path"] for f in self._last_stats.get("folders", []) if is_within(real, f["path"])), None)
@@ -480,7 +486,7 @@ class MainWindow(QMainWindow):
             holder = None  # forgotten inside a library folder (`heatsearch forget`): added back
         if holder is not None:  # trial 6: adding a subfolder of a library folder did nothing, unsaid
             where = "" if is_within(holder, real) else f" (inside {display(holder)})"
-            self.status_label.setText(f"{display(real)} is already in the library{where}")
+            self.notice(f"{display(real)} is already in the library{where}")
             return
         inner = [os.path.basename(f["path"]) for f in self._last_stats.get("folders", []) if is_within(f["path"], real)]
         if inner:  # trial 8: the library folders inside it went into it, unsaid
@@ -856,9 +862,9 @@ class MainWindow(QMainWindow):
             if os.path.exists(os.path.expanduser(text)):
                 self.handle_paths([os.path.expanduser(text)])
             else:
-                self.status_label.setText("The clipboard holds text that is not a photo's path")
+                self.notice("The clipboard holds text that is not a photo's path")
         else:
-            self.status_label.setText("The clipboard holds no photo (copy a photo, a photo file or its path)")
+            self.notice("The clipboard holds no photo (copy a photo, a photo file or its path)")
 
     def _box_moving(self, _box):
         self._scroll_top = True  # another region, another list: from its top (it stayed at #94)
@@ -1057,7 +1063,20 @@ class MainWindow(QMainWindow):
 
     def copy_path(self, path: str) -> None:
         QGuiApplication.clipboard().setText(display(path))
-        self.status_label.setText(f"Copied the path of {display(os.path.basename(path))}")
+        self.notice(f"Copied the path of {display(os.path.basename(path))}")
+
+    def notice(self, text: str) -> None:
+        """Say `text` in the status bar for NOTICE_MS, then give it back to what it said before
+        (unless something else was said meanwhile: a search's own words stay)."""
+        if not self._notice_timer.isActive():
+            self._lasting_status = self.status_label.text()
+        self._notice_text = text
+        self.status_label.setText(text)
+        self._notice_timer.start()
+
+    def _end_notice(self) -> None:
+        if self.status_label.text() == self._notice_text:
+            self.status_label.setText(self._lasting_status)
 
     def eventFilter(self, obj, e):
         if e.type() == QEvent.Resize and obj in (self.library_dock, self.preview_dock):
@@ -1068,7 +1087,7 @@ class MainWindow(QMainWindow):
                 self._dock_shares[0 if obj is self.library_dock else 1] = min(0.4, obj.width() / self.width())
             return False
         if obj is self.results_view and e.type() == QEvent.KeyPress and e.key() in (Qt.Key_Delete, Qt.Key_Backspace):
-            self.status_label.setText("HeatSearch never deletes photos; use Library → Remove to forget a folder.")
+            self.notice("HeatSearch never deletes photos; use Library → Remove to forget a folder.")
             return True
         return super().eventFilter(obj, e)
 

@@ -1378,10 +1378,14 @@ def test_adding_a_folder_already_in_the_library_says_so_and_a_parent_takes_in_it
 
 def test_shift_f10_opens_a_results_menu(qtbot, window, photo_dir):
     """Trial 6: only the Menu key opened a result's menu; many laptops have none. Trial 15: its
-    items had no letters; C copies the path."""
+    items had no letters; C copies the path. Trial 16: "Copied the path" stayed in the status bar
+    for good; it gives the search's words back."""
     from app.core.library.paths import display
 
     results_with_the_keyboard(qtbot, window, photo_dir)
+    searched = window.status_label.text()
+    assert searched.startswith("Search took")
+    window._notice_timer.setInterval(600)  # NOTICE_MS, shortened for the test
     window.results_view.setCurrentIndex(window.results_model.index(1))
     QGuiApplication.clipboard().setText("")
     seen = []
@@ -1401,6 +1405,8 @@ def test_shift_f10_opens_a_results_menu(qtbot, window, photo_dir):
     assert all("&" in t for t in seen[0]), seen
     path = window.results_model.hits[1].path
     qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == display(path), timeout=5000)
+    assert window.status_label.text().startswith("Copied the path of")
+    qtbot.waitUntil(lambda: window.status_label.text() == searched, timeout=3000)
 
 
 def test_the_menus_items_are_reached_by_their_letters(qtbot, window):
