@@ -155,12 +155,17 @@ class LibraryPane(QWidget):
             QMessageBox.information(self, "Remove a folder", "Select a folder in the list first.")
             return
         item = self.folder_list.currentItem()
-        answer = QMessageBox.question(
-            self, "Remove this folder from the library?",
-            f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1]}.\n\n"
-            "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.",
-            QMessageBox.Yes | QMessageBox.Cancel, QMessageBox.Cancel)
-        if answer == QMessageBox.Yes:
+        box = QMessageBox(QMessageBox.Question, "Remove this folder from the library?",
+                          f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1]}.\n\n"
+                          "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.",
+                          QMessageBox.NoButton, self)
+        # the button says what it does, and Enter does it (trial 16: Enter on "Yes | Cancel"
+        # cancelled); Escape still cancels, and nothing on disk is touched either way
+        remove = box.addButton("&Remove from library", QMessageBox.AcceptRole)
+        box.addButton(QMessageBox.Cancel)
+        box.setDefaultButton(remove)
+        box.exec()
+        if box.clickedButton() is remove:
             self.removeRequested.emit(path)
 
 

@@ -42,14 +42,19 @@ def add_watching(window, folder) -> list:
     return seen
 
 
-def remove_folder(qtbot, window, monkeypatch, name: str) -> str:
-    """The library folder ending in `name` clicked in the Library pane, then Remove, confirmed;
-    returns the question asked."""
+def remove_folder(qtbot, window, name: str, key=Qt.Key_Return) -> str:
+    """The library folder ending in `name` clicked in the Library pane, then Remove, and `key`
+    pressed on the question (Return: its default button); returns the question asked."""
     lib = window.library.folder_list
     row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith(name))
     qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
     asked = []
-    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.Yes))
+
+    def answer(dlg):
+        asked.append(dlg.text())
+        qtbot.keyClick(dlg, key)
+
+    when_modal(answer)
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
     return asked[0]
 
@@ -261,7 +266,10 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     viewer = open_viewer(qtbot, window)
     while "/drop/" not in viewer.hit.path:  # the viewer on a photo of the folder to remove
         qtbot.keyClick(viewer.scroll, Qt.Key_Right)
-    asked = remove_folder(qtbot, window, monkeypatch, "drop")
+    remove_folder(qtbot, window, "drop", key=Qt.Key_Escape)  # changed their mind: nothing happens
+    assert window.library.folder_list.count() == 2 and any("/drop/" in h.path for h in window.results_model.hits)
+    # Return removes (trial 16: it chose Cancel, the default of "Yes | Cancel")
+    asked = remove_folder(qtbot, window, "drop")
     # in plain words (trial 9: "Forget …/more (104 of 500 indexed (stopped))?")
     assert asked.startswith(f"Forget {root / 'drop'}?\nIn the library: 6 photos · 1 skipped.\n"), asked
     assert not any("/drop/" in h.path for h in window.results_model.hits)
@@ -1226,7 +1234,7 @@ def test_after_remove_the_results_are_shown_from_their_top(qtbot, window, tmp_pa
     qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5000)
     wheel(window.results_view.viewport(), -6)  # the person scrolls down the results
     assert bar.value() > 0
-    remove_folder(qtbot, window, monkeypatch, "drop")
+    remove_folder(qtbot, window, "drop")
     qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
     qtbot.waitUntil(lambda: bar.value() == 0, timeout=5000)
 
@@ -1559,7 +1567,7 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     item = window.library.folder_list.item(1)
     assert item.text() == "vanish  (missing: the folder is gone)\nnothing left of it · Remove takes it off the list", item.text()
     # (trial 12) removed, a folder that is gone is not said to keep its files on disk
-    remove_folder(qtbot, window, monkeypatch, "vanish")
+    remove_folder(qtbot, window, "vanish")
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed vanish"), timeout=20000)
     assert window.index_label.text().endswith("its folder is gone"), window.index_label.text()
 
