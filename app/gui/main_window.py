@@ -449,24 +449,8 @@ class MainWindow(QMainWindow):
         self.watcher.watch([f["path"] for f in folders if f.get("state") == "ok"])
         # a folder deleted while it was indexed was never watched: a rescan of it says it is gone
         # (trial 11: it stayed searchable, "168 photos", until a Rescan by hand)
+        # (a subfolder deleted while it was indexed is found by the run itself: indexer._present)
         gone = [f["path"] for f in folders if f.get("state") == "ok" and not os.path.isdir(f["path"])]
-        # so was a subfolder deleted while it was indexed: its files skipped as unreadable, the
-        # ones indexed before still searchable (trial 14); its library folder is rescanned (once
-        # for one set of vanished folders: a rescan that cannot clear them is not repeated)
-        ok = [f["path"] for f in folders if f.get("state") == "ok" and f.get("failed") and f["path"] not in gone]
-        vanished = set()
-        if ok and not self.svc.read_only:
-            try:
-                dirs = {os.path.dirname(p) for p, _ in self.svc.failures()}
-            except HeatSearchError:  # the catalog not readable now: the next run's end asks again
-                dirs = set()
-            vanished = {d for d in dirs if any(is_within(d, f) for f in ok) and not os.path.isdir(d)}
-        holding = [f for f in ok if any(is_within(v, f) for v in vanished)]
-        if holding and vanished != getattr(self, "_rescanned_vanished", None):
-            self._rescanned_vanished = vanished
-            gone += holding
-        elif not vanished:
-            self._rescanned_vanished = None
         if gone and not self.svc.read_only:
             QTimer.singleShot(0, lambda: self.start_indexing(only=gone))
 

@@ -356,6 +356,42 @@ def test_forget_missing_also_forgets_the_files_that_failed_with_a_vanished_folde
     svc.close()
 
 
+def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path):
+    """Trial 16: a folder deleted while it was indexed read as "N photos missing, and M files
+    skipped (could not be read)": the files that went before they were read are gone, not
+    unreadable. The run itself finds them and what was described of the folder before it went
+    (missing, out of the results), with no file skipped and no rescan."""
+    import threading
+
+    from app.core.library.service import JobControl
+
+    root = tmp_path / "lib"
+    photos(root / "keep", [f"k{i}.png" for i in range(4)], seed=0)
+    sub = photos(root / "sub", [f"s{i:02d}.png" for i in range(40)], seed=10)
+    svc = open_lib(tmp_path / "h")
+    index(svc, [root / "keep"])  # the centring mean is made: the next run describes in batches
+    ctl, paused = JobControl(), threading.Event()
+
+    def watch(ev):
+        if ev.kind == "progress" and ev.data.phase == "indexing" and ev.data.done > 0 and not paused.is_set():
+            ctl.pause()
+            paused.set()
+
+    svc.subscribe(watch)
+    cmd = svc.index([sub], control=ctl)
+    assert paused.wait(60)
+    shutil.rmtree(sub)
+    ctl.resume()
+    prog = cmd.result(120)
+    st = svc.stats()
+    assert prog.phase == "done" and prog.failed == 0 and st["failed"] == 0, (prog, st)
+    assert svc.failures() == []
+    assert st["indexed"] == 4 and st["missing"] > 0, st
+    hits = Searcher(svc).search(SearchRequest(path=str(root / "keep" / "k0.png"), top=50)).hits
+    assert hits and not any("/sub/" in h.path for h in hits)
+    svc.close()
+
+
 def test_indexing_a_subfolder_of_the_library_says_it_is_already_there(photo_dir, indexed_home):
     """Trial 15: `heatsearch index` of a folder inside a library folder printed the library's
     counts and nothing about the folder: it is already in the library, inside the other."""

@@ -17,6 +17,7 @@ cluster (`pipeline/distributed.py`); the plan and the sink are the same.
 from __future__ import annotations
 
 import copy
+import os
 import random
 import time
 from collections import deque
@@ -31,7 +32,7 @@ from ..errors import Cancelled
 from ..library import paths
 from .produce import Decoded, decode_file, describe_decoded
 from .produce import usable as produce_usable
-from .scan import FileInfo, ScanDiff, diff_folders
+from .scan import FileInfo, ScanDiff, diff_folders, vanished_dirs
 
 if TYPE_CHECKING:
     from ..library.writer import LibraryWriter
@@ -76,7 +77,8 @@ class Plan:
     """What a run has to do, from the scan and the catalog. tasks: files to describe (the
     calibration sample first when the space has no mean yet); existing: path -> id of changed
     rows; reuse: digest -> id whose descriptor serves the same bytes; claim: ids a moved file may
-    take over; gone: id -> path of rows whose file vanished."""
+    take over; gone: id -> path of rows whose file vanished; known: path -> catalog row as the
+    scan found them; vanished: directories where a file went between the scan and its reading."""
 
     diff: ScanDiff
     tasks: list[FileInfo]
@@ -85,6 +87,8 @@ class Plan:
     claim: set[int]
     gone: dict[int, str]
     calibrate: int = 0  # the first `calibrate` tasks are the mean's sample
+    known: dict = field(default_factory=dict)
+    vanished: set[str] = field(default_factory=set)
 
 
 def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False, only=None) -> Plan | None:
@@ -128,7 +132,7 @@ def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False,
         sample = set(random.Random(0).sample(range(len(tasks)), calibrate))
         tasks = [tasks[i] for i in sorted(sample)] + [t for i, t in enumerate(tasks) if i not in sample]
     return Plan(diff, tasks, {info.path: iid for iid, info in diff.changed}, reuse, set(diff.gone) | claimable,
-                dict(diff.gone), calibrate)
+                dict(diff.gone), calibrate, known)
 
 
 def scoped_totals(diff: ScanDiff, known: dict, roots: dict[int, str], scopes: list[tuple[int, str]]) -> dict[int, int]:
@@ -306,6 +310,8 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     batches = producer.run(p.tasks, p.reuse, writer.mu, params, batch_size, cancelled)
     try:
         for records in ([] if stopped else batches):
+            described = len(records)
+            records = _present(records, p)
             try:
                 out = writer.commit_batch(records, p.existing, p.claim, cancelled, waiting)
             except Cancelled:
@@ -315,7 +321,7 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
             for i in out.moved:
                 p.gone.pop(i, None)
                 p.claim.discard(i)
-            prog.done += len(records)
+            prog.done += described
             prog.failed += len(out.errors)
             prog.reused += out.reused
             prog.last_errors.extend((paths.display(path), why) for path, why in out.errors)
@@ -338,10 +344,42 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     yield from _finish(writer, control, p, prog)
 
 
+def _present(records: list, p: Plan) -> list:
+    """The batch's records less those whose file went between the scan and its reading (a
+    folder deleted while it is indexed): they are not photos that "could not be read" (trial 16:
+    one deleted folder read as N missing and M skipped), so they are left to _finish, with the
+    directory they were in (`p.vanished`), as gone."""
+    kept = []
+    for r in records:
+        if r.error and not os.path.lexists(r.path):
+            p.vanished.add(os.path.dirname(r.path))
+            i = p.existing.pop(r.path, None)
+            if i is not None:
+                p.gone[i] = r.path
+        else:
+            kept.append(r)
+    return kept
+
+
+def _gone_with(writer: "LibraryWriter", p: Plan) -> None:
+    """The photos that went with the files found gone during the run (a deleted folder's photos
+    described before it went, or never due): into `p.gone`, and their directory into the scan's
+    vanished ones when it is gone (so they are kept as missing, as a scan would)."""
+    rows = {path: row.id for path, row in p.known.items() if row.status != "missing"}
+    rows.update(p.existing)  # described by this run
+    went = {i: path for path, i in rows.items()
+            if any(paths.is_within(path, d) for d in p.vanished) and not os.path.lexists(path)}
+    p.gone.update(went)
+    roots = [f.path for f in writer.folders if f.state == "ok"]
+    p.diff.vanished_dirs |= vanished_dirs(p.gone.values(), (), roots)
+
+
 def _finish(writer: "LibraryWriter", control, p: Plan, prog: Progress) -> Iterator[Progress]:
     """Rows whose file is gone (and that no moved file claimed): removed, or marked missing when
     their whole directory vanished; then the target is ready, the whitening policy, the search
     backend, the files."""
+    if p.vanished:
+        _gone_with(writer, p)
     gone = p.gone
     if gone:
         missing_ids = [i for i, path in gone.items() if any(paths.is_within(path, d) for d in p.diff.vanished_dirs)]
