@@ -133,20 +133,22 @@ class ResultsPane(QWidget):
         self.cutoffChanged.emit(v / 100)
 
     def set_folders(self, folders: list[str], subfolders: list[str] | None = None) -> None:
-        """The library folders, and (when known) the folders under them that hold photos, by their
-        path inside the library folder ("2019/Rome"), so that typing a name picks it."""
+        """The library folders, and (when known) the folders under them that hold photos, each
+        under the one listed above it by its own name ("Rome" under "2019"; trial 16 read
+        "Paris/eiffel" under "Paris"), so that typing a name picks it; its whole path in its tooltip."""
         current = self.folder.currentData()
         self.folder.blockSignals(True)
         self.folder.clear()
         self.folder.addItem("All folders", "")
         for f in folders:
             self.folder.addItem(display(f), f)
-            for sub in subfolders or ():
-                if sub != f and is_within(sub, f):
-                    rel = os.path.relpath(sub, f)
-                    self.folder.addItem(display(rel), sub)
-                    self.folder.setItemData(self.folder.count() - 1, display(sub), Qt.ToolTipRole)
-                    self.folder.setItemData(self.folder.count() - 1, 1 + rel.count(os.sep), DEPTH_ROLE)
+            listed = {f: 0}  # folder -> its depth in the list
+            for sub in sorted(s for s in subfolders or () if s != f and is_within(s, f)):
+                parent = max((p for p in listed if is_within(sub, p)), key=len)
+                listed[sub] = listed[parent] + 1
+                self.folder.addItem(display(os.path.relpath(sub, parent)), sub)
+                self.folder.setItemData(self.folder.count() - 1, display(sub), Qt.ToolTipRole)
+                self.folder.setItemData(self.folder.count() - 1, listed[sub], DEPTH_ROLE)
         self.folder.setCurrentIndex(max(0, self.folder.findData(current or "")))
         self.folder.blockSignals(False)
 

@@ -986,7 +986,11 @@ def test_the_date_filter_opens_at_its_day_offers_every_year_and_reads_a_reversed
         opt.rect = view.visualRect(folder.model().index(i, 0))
         delegate.initStyleOption(opt, folder.model().index(i, 0))
         lefts[folder.itemText(i)] = (opt.rect.left(), folder.itemData(i, DEPTH_ROLE) or 0)
-    assert lefts["trip"][0] > lefts["All folders"][0] and lefts["trip/day"][0] > lefts["trip"][0], lefts
+    assert lefts["trip"][0] > lefts["All folders"][0] and lefts["day"][0] > lefts["trip"][0], lefts
+    # each by its own name under its parent (trial 16: "trip/day" under "trip"), so typing it picks it
+    folder.setFocus()
+    qtbot.keyClicks(folder, "day")
+    assert folder.currentData() == str((d / "trip" / "day").resolve()), folder.currentText()
 
 
 def test_a_maximised_window_opens_maximised_again(qtbot, tiny_home):
