@@ -10,13 +10,14 @@ import threading
 
 from PySide6.QtCore import QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
-from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSlider,
+from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSlider,
                                QStyledItemDelegate, QStyleOptionViewItem, QTreeWidget, QTreeWidgetItem, QVBoxLayout)
 
 from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, find_duplicates, to_records
 from ..core.library.paths import display
 from .library_pane import plural
 from .viewer import open_externally
+from .widgets import choose_path
 
 ICON = QSize(64, 64)
 
@@ -243,9 +244,9 @@ class DuplicatesDialog(QDialog):
         if target is None:
             # where the last list went (trial 12: the dialog always opened in the home folder)
             start = self.ui_settings.value("last_export_dir", "") if self.ui_settings is not None else ""
-            target, chosen = QFileDialog.getSaveFileName(self, "Export the duplicate groups",
-                                                         os.path.join(start or os.path.expanduser("~"), "duplicates.csv"),
-                                                         "CSV (*.csv);;JSON (*.json)")
+            target, chosen = choose_path(self, "Export the duplicate groups",
+                                         os.path.join(start or os.path.expanduser("~"), "duplicates.csv"),
+                                         "CSV (*.csv);;JSON (*.json)", mode="save")
             if target and not os.path.splitext(target)[1]:  # a name typed without one (trial 11: "dups1")
                 target += ".json" if "json" in chosen.lower() else ".csv"
         if not target:

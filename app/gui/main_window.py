@@ -13,7 +13,7 @@ from pathlib import Path
 from PIL import Image as PILImage
 from PySide6.QtCore import QEvent, QModelIndex, QSettings, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QImage, QKeySequence
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QFileDialog, QLabel, QListWidget,
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QLabel, QListWidget,
                                QMainWindow, QMenu, QMessageBox, QProgressBar, QPushButton, QSplitter,
                                QStackedWidget, QVBoxLayout, QWidget)
 
@@ -33,7 +33,7 @@ from .results_pane import ResultsPane
 from .settings_dialog import SettingsDialog
 from .viewer import ViewerDialog, open_externally
 from .watcher import LibraryWatcher
-from .widgets import ElidedLabel
+from .widgets import ElidedLabel, choose_path
 from .workers import Background, CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
@@ -455,7 +455,7 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, lambda: self.start_indexing(only=gone))
 
     def choose_folder(self):
-        d = QFileDialog.getExistingDirectory(self, "Add a photo folder", self.ui_settings.value("last_folder_dir", photos_dir()))
+        d, _ = choose_path(self, "Add a photo folder", self.ui_settings.value("last_folder_dir", photos_dir()), mode="folder")
         if d:
             self.ui_settings.setValue("last_folder_dir", str(Path(d).parent))
             self.add_folder(d)
@@ -822,9 +822,9 @@ class MainWindow(QMainWindow):
         pattern = " ".join(f"*{e}" for e in sorted(EXTENSIONS))
         # first in the library's first folder (trial 8: home, where no photo is), then where the last came from
         folders = [f["path"] for f in self._last_stats.get("folders", []) if os.path.isdir(f["path"])]
-        path, _ = QFileDialog.getOpenFileName(self, "Search with a photo",
-                                              self.ui_settings.value("last_open_dir", folders[0] if folders else photos_dir()),
-                                              f"Photos ({pattern})")
+        path, _ = choose_path(self, "Search with a photo",
+                              self.ui_settings.value("last_open_dir", folders[0] if folders else photos_dir()),
+                              f"Photos ({pattern})")
         if path:
             self.ui_settings.setValue("last_open_dir", str(Path(path).parent))
             self.set_query_path(path)

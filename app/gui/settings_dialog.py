@@ -6,13 +6,14 @@ from dataclasses import replace
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QButtonGroup, QComboBox, QDialog,
-                               QDialogButtonBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
+                               QDialogButtonBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QRadioButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.config import PRESETS, Settings
 from ..core.errors import HeatSearchError
 from ..core.features.engine import EngineChoice, available_devices, available_engines, int8_available, precision_of
 from ..core.features.registry import REGISTRY
+from .widgets import choose_path
 
 ENGINE_WORDS = {"auto": "Automatic (the fastest exact engine)", "openvino": "OpenVINO (processor)",
                 "onnxruntime": "ONNX Runtime (processor)", "torch": "PyTorch (processor or graphics card)"}
@@ -228,7 +229,7 @@ class SettingsDialog(QDialog):
             self.move(max(screen.left(), left), max(screen.top(), top))
 
     def _browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Weights file", "", "PyTorch weights (*.pth *.pt)")
+        path, _ = choose_path(self, "Weights file", "", "PyTorch weights (*.pth *.pt)")
         if path:
             self.weights.setText(path)
 

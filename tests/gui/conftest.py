@@ -75,3 +75,47 @@ def add_and_pause(qtbot, win, folder, n: int) -> list:
     qtbot.waitUntil(lambda: any(k > 0 for k in seen), timeout=30000)
     qtbot.mouseClick(win.pause_btn, Qt.LeftButton)
     return seen
+
+
+def when_modal(use) -> None:
+    """Call use(dialog) once a modal dialog is open (an action's dialog blocks its caller): the
+    person's clicks and keys on it. Looks again every 100 ms on a loaded machine."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    def look():
+        dlg = QApplication.activeModalWidget()
+        if dlg is None:
+            QTimer.singleShot(100, look)
+            return
+        use(dlg)
+
+    QTimer.singleShot(300, look)
+
+
+def answer_file_dialog(qtbot, path, seen: list | None = None, file_type: str = "") -> None:
+    """When the next file dialog opens (Qt's own: the offscreen platform has no other), answer it
+    as a person does: `file_type`'s first letters typed in its type list, `path` typed as the file
+    name and Return; an empty `path`: Escape. seen: gets where it opened (its folder, joined with
+    the name it offered, if any)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QComboBox, QLineEdit
+
+    def use(dlg):
+        edit = dlg.findChild(QLineEdit, "fileNameEdit")
+        if seen is not None:
+            where = dlg.directory().absolutePath()
+            seen.append(os.path.join(where, edit.text()) if edit.text() else where)
+        if file_type:
+            combo = dlg.findChild(QComboBox, "fileTypeCombo")
+            combo.setFocus()
+            qtbot.keyClicks(combo, file_type)
+        if not path:
+            qtbot.keyClick(dlg, Qt.Key_Escape)
+            return
+        edit.setFocus()
+        edit.clear()
+        qtbot.keyClicks(edit, str(path))
+        qtbot.keyClick(edit, Qt.Key_Return)
+
+    when_modal(use)

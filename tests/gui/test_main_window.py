@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent, QGuiApplication, QImage
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QMessageBox
 
 from app.core.imageio import open_oriented
 from app.core.pipeline.search import Hit
 from app.gui.results import ResultsModel
 from tests.conftest import write_photo
-from tests.gui.conftest import add_and_pause, index_folder, make_window, wait_idle
+from tests.gui.conftest import add_and_pause, answer_file_dialog, index_folder, make_window, wait_idle
 
 
 def drop_files(widget, paths):
@@ -32,7 +32,7 @@ def search(qtbot, window, path):
 def test_empty_state_then_add_folder_with_the_button(qtbot, window, photo_dir, monkeypatch):
     assert window.stack.currentIndex() == 0  # empty state, not a blank grid
     assert window.empty_add_btn.isVisible()
-    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(photo_dir)))
+    answer_file_dialog(qtbot, photo_dir)
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
         qtbot.mouseClick(window.empty_add_btn, Qt.LeftButton)
     assert blocker.args[0].phase == "done"

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButto
 from app.core.heatmap import normalise
 from app.core.imageio import open_oriented
 from tests.conftest import write_pairs, write_photo
-from tests.gui.conftest import add_and_pause, index_folder, make_window, tiny_settings, wait_idle
+from tests.gui.conftest import (add_and_pause, answer_file_dialog, index_folder, make_window, tiny_settings, wait_idle,
+                                when_modal)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,19 +63,6 @@ def remove_folder(qtbot, window, name: str, key=Qt.Key_Return) -> str:
 def menu_action(window, text: str):
     """The window's menu action whose words are `text`."""
     return next(a for a in window.findChildren(type(window.dup_action)) if a.text().replace("&", "") == text)
-
-
-def when_modal(use) -> None:
-    """Call use(dialog) once a modal dialog is open (an action's dialog blocks its caller): the
-    person's clicks and keys on it. Looks again every 100 ms on a loaded machine."""
-    def look():
-        dlg = QApplication.activeModalWidget()
-        if dlg is None:
-            QTimer.singleShot(100, look)
-            return
-        use(dlg)
-
-    QTimer.singleShot(300, look)
 
 
 def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window, photo_dir):
@@ -163,7 +151,7 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     dlg.slider.setValue(100)
     qtbot.waitUntil(lambda: bool(dlg.groups) and dlg.shown == dlg.runner.n, timeout=20000)
     target = tmp_path / "list.csv"
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(target), "CSV (*.csv)")))
+    answer_file_dialog(qtbot, target)
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)
     assert target.exists() and "p0-copy.png" in target.read_text()
     # the dialog's words in the list (trial 10: "turned" for a mirrored copy, no reason)
@@ -174,13 +162,12 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     assert dlg.done_note.text() == "Saved 2 groups to list.csv"  # the person sees that it was written
     # (trial 11) a name typed without an extension gets the chosen format's
     offered = []
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        staticmethod(lambda *a, **k: offered.append(a[2]) or (str(tmp_path / "dups1"), "JSON (*.json)")))
+    answer_file_dialog(qtbot, tmp_path / "dups1", offered, file_type="J")
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)
     assert (tmp_path / "dups1.json").exists() and not (tmp_path / "dups1").exists()
     # (trial 12) the dialog opens where the last list went, not in the home folder
     assert offered == [str(tmp_path / "duplicates.csv")], offered
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (str(tmp_path / "no" / "x.csv"), "")))
+    answer_file_dialog(qtbot, tmp_path / "no" / "x.csv")
     qtbot.mouseClick(dlg.export_btn, Qt.LeftButton)  # a folder that does not exist: one line, no traceback
     assert dlg.done_note.text() == "Could not save the list: No such file or directory"
     # (trial 11) the buttons act only where there is something to act on
@@ -1208,12 +1195,7 @@ def test_a_photo_opened_takes_the_keyboard_so_b_draws_a_box(qtbot, window, photo
     window.activateWindow()
     window.results_view.setFocus()
     asked = []
-
-    def answer(parent, title, start, pattern):  # the system's file dialog, answered as a person would
-        asked.append(start)
-        return str(photo_dir / "scene0" / "img0.jpg"), pattern
-
-    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(answer))
+    answer_file_dialog(qtbot, photo_dir / "scene0" / "img0.jpg", asked)
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         # Open… (Ctrl+O is the same action; a bare X server, which never activates a window, runs no shortcut)
         qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
@@ -1366,13 +1348,11 @@ def test_adding_a_folder_already_in_the_library_says_so_and_a_parent_takes_in_it
             write_photo(root / sub / "inner" / f"p{i}.png", base + i, size=(96, 72))
     index_folder(qtbot, window, root / "a")
     index_folder(qtbot, window, root / "b")
-    chosen = []
-    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: chosen[-1]))
-    chosen.append(str(root / "a" / "inner"))
+    answer_file_dialog(qtbot, root / "a" / "inner")
     qtbot.mouseClick(window.library.add_btn, Qt.LeftButton)
     assert "is already in the library (inside" in window.status_label.text()
     assert window.library.folder_list.count() == 2
-    chosen.append(str(root))
+    answer_file_dialog(qtbot, root)
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         qtbot.mouseClick(window.library.add_btn, Qt.LeftButton)
     wait_idle(qtbot, window)
@@ -1381,7 +1361,7 @@ def test_adding_a_folder_already_in_the_library_says_so_and_a_parent_takes_in_it
     assert "now holds the library folders a, b" in window.status_label.text()
     # a subfolder forgotten by the command line is added back (not "already in the library")
     window.svc.run(window.svc.forget(root / "b" / "inner"))
-    chosen.append(str(root / "b" / "inner"))
+    answer_file_dialog(qtbot, root / "b" / "inner")
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         qtbot.mouseClick(window.library.add_btn, Qt.LeftButton)
     wait_idle(qtbot, window)
@@ -1448,17 +1428,54 @@ def test_the_menus_items_are_reached_by_their_letters(qtbot, window):
 def test_open_starts_in_the_library_then_where_the_last_photo_came_from(qtbot, window, photo_dir, monkeypatch, tmp_path):
     """Trial 8: Open… started in the home folder, where no photo is (no Pictures folder there)."""
     index_folder(qtbot, window, photo_dir)
-    asked, answer = [], [""]
-    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda parent, title, start, *a, **k: (
-        asked.append(start), (answer[0], ""))[1]))
+    asked = []
+    answer_file_dialog(qtbot, "", asked)
     qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
     assert asked[-1] == str(photo_dir.resolve())
-    answer[0] = str(photo_dir / "scene1" / "img1.jpg")
+    answer_file_dialog(qtbot, photo_dir / "scene1" / "img1.jpg", asked)
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
-    answer[0] = ""
+    answer_file_dialog(qtbot, "", asked)
     qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
     assert asked[-1] == str(photo_dir / "scene1")
+
+
+def test_the_open_dialog_shows_its_size_type_and_date_columns_whole(qtbot, window, photo_dir):
+    """Trial 16: Qt's own file dialog (a Linux desktop without its own) read "32....KiB",
+    "JPE...age" and "26 11 2...6 13:14"."""
+    from PySide6.QtWidgets import QTreeView
+
+    index_folder(qtbot, window, photo_dir / "scene0")
+    import shiboken6
+    from PySide6.QtWidgets import QFileDialog
+
+    narrow = QFileDialog(window, "", str(photo_dir), "")  # narrowed by the person last time (Qt keeps it)
+    narrow.setOption(QFileDialog.DontUseNativeDialog)
+    tree = narrow.findChild(QTreeView, "treeView")
+    for c in (1, 2, 3):
+        tree.header().resizeSection(c, 30)
+    narrow.show()
+    narrow.reject()
+    narrow.deleteLater()  # Qt saves its state in its own settings as it goes
+    qtbot.waitUntil(lambda: not shiboken6.isValid(narrow), timeout=5000)
+    seen = {}
+
+    def look(dlg):
+        try:
+            view = next(v for v in dlg.findChildren(QTreeView) if v.isVisible())
+            qtbot.waitUntil(lambda: view.model().rowCount(view.rootIndex()) >= 1, timeout=5000)
+            qtbot.wait(300)  # the sizes and dates are read after the names
+            header = view.header()
+            seen["cut"] = [(header.model().headerData(c, Qt.Horizontal), header.sectionSize(c), view.sizeHintForColumn(c))
+                           for c in range(1, header.count()) if not header.isSectionHidden(c)
+                           and header.sectionSize(c) < view.sizeHintForColumn(c)]
+            seen["rows"] = view.model().rowCount(view.rootIndex())
+        finally:
+            qtbot.keyClick(dlg, Qt.Key_Escape)
+
+    when_modal(look)
+    qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    assert seen["rows"] >= 1 and seen["cut"] == [], seen
 
 
 def test_a_viewer_closed_by_the_cutoff_is_not_said_again_by_a_later_search(qtbot, window, photo_dir, monkeypatch):
@@ -1473,8 +1490,7 @@ def test_a_viewer_closed_by_the_cutoff_is_not_said_again_by_a_later_search(qtbot
     qtbot.mouseClick(window.results.cutoff, Qt.LeftButton, pos=QPoint(window.results.cutoff.width() - 2, 5))
     qtbot.keyClick(window.results.cutoff, Qt.Key_End)  # the cut-off at its top: only the query photo stays
     assert not viewer.isVisible() and "the viewer closed" in window.status_label.text()
-    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(
-        lambda *a, **k: (str(photo_dir / "scene0" / "img0.jpg"), "")))
+    answer_file_dialog(qtbot, photo_dir / "scene0" / "img0.jpg")
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
     assert window.status_label.text().startswith("Search took") and "viewer" not in window.status_label.text()
