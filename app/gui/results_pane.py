@@ -140,8 +140,11 @@ class ResultsPane(QWidget):
         self.folder.blockSignals(True)
         self.folder.clear()
         self.folder.addItem("All folders", "")
-        for f in folders:
-            self.folder.addItem(display(f), f)
+        names = [os.path.basename(f.rstrip(os.sep)) or f for f in folders]
+        for f, name in zip(folders, names):
+            # by its name, as the Library pane lists it (its whole path where two share a name)
+            self.folder.addItem(display(name if names.count(name) == 1 else f), f)
+            self.folder.setItemData(self.folder.count() - 1, display(f), Qt.ToolTipRole)
             listed = {f: 0}  # folder -> its depth in the list
             for sub in sorted(s for s in subfolders or () if s != f and is_within(s, f)):
                 parent = max((p for p in listed if is_within(sub, p)), key=len)

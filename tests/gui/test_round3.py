@@ -978,6 +978,8 @@ def test_the_date_filter_opens_at_its_day_offers_every_year_and_reads_a_reversed
     folder.setFocus()
     qtbot.keyClicks(folder, "day")
     assert folder.currentData() == str((d / "trip" / "day").resolve()), folder.currentText()
+    # the library folder too, by its name as the Library pane lists it (it read its whole path)
+    assert folder.itemText(1) == "lib" and folder.itemData(1, Qt.ToolTipRole) == str(d.resolve())
 
 
 def test_a_maximised_window_opens_maximised_again(qtbot, tiny_home):
