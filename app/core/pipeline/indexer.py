@@ -336,7 +336,13 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
                 break
     finally:
         batches.close()
+    # the run's folders that went meanwhile, also those of photos it had not come to (a stop)
+    p.vanished |= {d for d in {os.path.dirname(t.path) for t in p.tasks} if _gone(d)}
     if stopped:
+        if p.vanished:  # a folder deleted while it was indexed never stays searchable, stopped or not
+            went = _settle_vanished(writer, p)
+            went.update({i: path for i, path in p.gone.items() if os.path.dirname(path) in p.vanished})
+            _forget_gone(writer, p, went, prog, None)
         prog.phase = "cancelled"
         writer.save()
         yield prog.emit()
@@ -347,11 +353,11 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
 def _present(records: list, p: Plan) -> list:
     """The batch's records less those whose file went between the scan and its reading (a
     folder deleted while it is indexed): they are not photos that "could not be read" (trial 16:
-    one deleted folder read as N missing and M skipped), so they are left to _finish, with the
-    directory they were in (`p.vanished`), as gone."""
+    one deleted folder read as N missing and M skipped); their directory goes to `p.vanished`
+    (settled by _settle_vanished), a changed file's row to `p.gone`."""
     kept = []
     for r in records:
-        if r.error and not os.path.lexists(r.path):
+        if r.error and _gone(r.path):
             p.vanished.add(os.path.dirname(r.path))
             i = p.existing.pop(r.path, None)
             if i is not None:
@@ -361,17 +367,68 @@ def _present(records: list, p: Plan) -> list:
     return kept
 
 
-def _gone_with(writer: "LibraryWriter", p: Plan) -> None:
+def _gone(path: str) -> bool:
+    """Whether `path` is no longer there (not: cannot be reached now, as on a drive that stopped
+    answering, which is left to the next scan)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _vanished_tops(writer: "LibraryWriter", p: Plan) -> set[str]:
+    """The highest gone directory above each of `p.vanished`, inside its library folder (the
+    library folder itself when it was deleted); none under a folder that is offline now."""
+    writer.refresh_folders()  # a deleted library folder reads "missing", an unmounted one "offline"
+    roots = sorted(writer.folders, key=lambda f: -len(f.path))  # the innermost first
+    tops = set()
+    for d in p.vanished:
+        root = next((f for f in roots if paths.is_within(d, f.path)), None)
+        if root is None or root.state == "offline":
+            continue
+        if root.state == "missing":
+            tops.add(root.path)
+            continue
+        top = d
+        while os.path.dirname(top) != top and paths.norm(os.path.dirname(top)) != paths.norm(root.path) \
+                and _gone(os.path.dirname(top)):
+            top = os.path.dirname(top)
+        if _gone(top) and os.path.isdir(os.path.dirname(top)):
+            tops.add(top)
+    return tops
+
+
+def _settle_vanished(writer: "LibraryWriter", p: Plan) -> dict[int, str]:
     """The photos that went with the files found gone during the run (a deleted folder's photos
-    described before it went, or never due): into `p.gone`, and their directory into the scan's
-    vanished ones when it is gone (so they are kept as missing, as a scan would)."""
-    rows = {path: row.id for path, row in p.known.items() if row.status != "missing"}
-    rows.update(p.existing)  # described by this run
-    went = {i: path for path, i in rows.items()
-            if any(paths.is_within(path, d) for d in p.vanished) and not os.path.lexists(path)}
+    described before it went, or before the run): id -> path, also put into `p.gone`, their
+    directories into the scan's vanished ones (kept as missing, as a scan would)."""
+    tops = _vanished_tops(writer, p)
+    if not tops:
+        return {}
+    where = {row.id: path for path, row in p.known.items() if row.status != "missing"}
+    where.update({i: path for path, i in p.existing.items()})  # described (or moved) by this run
+    under = tuple(t.rstrip(os.sep) + os.sep for t in tops)
+    went = {i: path for i, path in where.items() if path.startswith(under)}
     p.gone.update(went)
-    roots = [f.path for f in writer.folders if f.state == "ok"]
-    p.diff.vanished_dirs |= vanished_dirs(p.gone.values(), (), roots)
+    p.diff.vanished_dirs |= vanished_dirs(went.values(), (), [f.path for f in writer.folders])
+    return went
+
+
+def _forget_gone(writer: "LibraryWriter", p: Plan, gone: dict[int, str], prog: Progress, cancelled) -> None:
+    """Rows whose file is gone (id -> path): marked missing under a vanished directory, else removed."""
+    if not gone:
+        return
+    missing_ids = [i for i, path in gone.items() if any(paths.is_within(path, d) for d in p.diff.vanished_dirs)]
+    removed_ids = [i for i in gone if i not in set(missing_ids)]
+    writer.remove(removed_ids, cancelled=cancelled)
+    writer.mark_missing(missing_ids, cancelled=cancelled)
+    prog.removed += len(removed_ids)
+    prog.missing += len(missing_ids)
+    for d in sorted(p.diff.vanished_dirs):
+        prog.last_errors.append((paths.display(d), "this folder is gone: its photos are kept as missing until you forget them"))
 
 
 def _finish(writer: "LibraryWriter", control, p: Plan, prog: Progress) -> Iterator[Progress]:
@@ -379,17 +436,8 @@ def _finish(writer: "LibraryWriter", control, p: Plan, prog: Progress) -> Iterat
     their whole directory vanished; then the target is ready, the whitening policy, the search
     backend, the files."""
     if p.vanished:
-        _gone_with(writer, p)
-    gone = p.gone
-    if gone:
-        missing_ids = [i for i, path in gone.items() if any(paths.is_within(path, d) for d in p.diff.vanished_dirs)]
-        removed_ids = [i for i in gone if i not in set(missing_ids)]
-        writer.remove(removed_ids, cancelled=lambda: control.cancelled)
-        writer.mark_missing(missing_ids, cancelled=lambda: control.cancelled)
-        prog.removed += len(removed_ids)
-        prog.missing += len(missing_ids)
-        for d in sorted(p.diff.vanished_dirs):
-            prog.last_errors.append((paths.display(d), "this folder is gone: its photos are kept as missing until you forget them"))
+        _settle_vanished(writer, p)
+    _forget_gone(writer, p, p.gone, prog, lambda: control.cancelled)
     gone_folders = [f.id for f in writer.folders if f.state == "missing"]
     if gone_folders and writer.catalog.drop_empty_folders(gone_folders):
         writer.refresh_folders()
