@@ -165,7 +165,9 @@ class LibraryPane(QWidget):
         box.addButton(QMessageBox.Cancel)
         box.setDefaultButton(remove)
         box.exec()
-        if box.clickedButton() is remove:
+        chosen = box.clickedButton() is remove
+        box.deleteLater()
+        if chosen:
             self.removeRequested.emit(path)
 
 

@@ -1052,8 +1052,8 @@ class MainWindow(QMainWindow):
     def notice(self, text: str) -> None:
         """Say `text` in the status bar for NOTICE_MS, then give it back to what it said before
         (unless something else was said meanwhile: a search's own words stay)."""
-        if not self._notice_timer.isActive():
-            self._lasting_status = self.status_label.text()
+        if not self._notice_timer.isActive() or self.status_label.text() != self._notice_text:
+            self._lasting_status = self.status_label.text()  # (a search may have spoken since)
         self._notice_text = text
         self.status_label.setText(text)
         self._notice_timer.start()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from datetime import date, datetime, timedelta
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSlider, QSpinBox,
@@ -136,6 +137,9 @@ class ResultsPane(QWidget):
         """The library folders, and (when known) the folders under them that hold photos, each
         under the one listed above it by its own name ("Rome" under "2019"; trial 16 read
         "Paris/eiffel" under "Paris"), so that typing a name picks it; its whole path in its tooltip."""
+        if (list(folders), list(subfolders or ())) == getattr(self, "_folders_shown", None):
+            return  # asked again at every library count: the same list is not built again
+        self._folders_shown = (list(folders), list(subfolders or ()))
         current = self.folder.currentData()
         self.folder.blockSignals(True)
         self.folder.clear()
@@ -146,8 +150,12 @@ class ResultsPane(QWidget):
             self.folder.addItem(display(name if names.count(name) == 1 else f), f)
             self.folder.setItemData(self.folder.count() - 1, display(f), Qt.ToolTipRole)
             listed = {f: 0}  # folder -> its depth in the list
-            for sub in sorted(s for s in subfolders or () if s != f and is_within(s, f)):
-                parent = max((p for p in listed if is_within(sub, p)), key=len)
+            # by components, so that "2019/Rome" comes right after "2019", not after "2019-summer"
+            for sub in sorted((s for s in subfolders or () if s != f and is_within(s, f)), key=lambda s: Path(s).parts):
+                parent = os.path.dirname(sub)
+                while parent not in listed and os.path.dirname(parent) != parent:
+                    parent = os.path.dirname(parent)
+                parent = parent if parent in listed else f
                 listed[sub] = listed[parent] + 1
                 self.folder.addItem(display(os.path.relpath(sub, parent)), sub)
                 self.folder.setItemData(self.folder.count() - 1, display(sub), Qt.ToolTipRole)

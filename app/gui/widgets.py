@@ -11,35 +11,46 @@ from PySide6.QtWidgets import (QCalendarWidget, QDialog, QFileDialog, QHBoxLayou
 
 
 def choose_path(parent: QWidget, title: str, start: str, filters: str = "", mode: str = "open") -> tuple[str, str]:
-    """A file ("open": an existing one; "save": a name to write) or a folder ("folder") chosen by
-    the person, and the file type chosen; ("", "") when cancelled. The platform's own dialog where
-    it has one; Qt's own elsewhere (a bare Linux desktop), made wide enough that its size, type and
-    date columns read whole (trial 16: "32....KiB", "26 11 2...6")."""
+    """A file ("open": an existing one; "save": a name to write, given the chosen type's suffix
+    when typed without one) or a folder ("folder") chosen by the person, and the file type
+    chosen; ("", "") when cancelled. The platform's own dialog where it has one; Qt's own
+    elsewhere (a bare Linux desktop), made wide enough that its size, type and date columns read
+    whole (trial 16: "32....KiB", "26 11 2...6")."""
     dlg = QFileDialog(parent, title, start, filters)
-    if mode == "folder":
-        dlg.setFileMode(QFileDialog.Directory)
-        dlg.setOption(QFileDialog.ShowDirsOnly)
-    elif mode == "save":
-        dlg.setAcceptMode(QFileDialog.AcceptSave)
-        dlg.setFileMode(QFileDialog.AnyFile)
-    else:
-        dlg.setFileMode(QFileDialog.ExistingFile)
-    room = (parent.screen() if parent is not None else dlg.screen()).availableGeometry()
-    dlg.resize(min(980, room.width() - 40), min(620, room.height() - 60))
-    for view in dlg.findChildren(QTreeView):  # none in a native dialog
-        header = view.header()
-        header.setSectionResizeMode(QHeaderView.ResizeToContents)
-        header.setSectionResizeMode(0, QHeaderView.Stretch)  # the name takes the rest
-    if dlg.exec() != QDialog.Accepted or not dlg.selectedFiles():
-        return "", ""
-    typed = dlg.findChild(QLineEdit, "fileNameEdit")  # Qt's own dialog only
-    if mode == "folder" and typed is not None and typed.text():
-        # a folder's path typed whole: Qt's dialog gave the folder its completer had listed
-        # (".../a/inner" typed and Return gave ".../a")
-        folder = os.path.join(dlg.directory().absolutePath(), os.path.expanduser(typed.text()))
-        if os.path.isdir(folder):
-            return os.path.normpath(folder), dlg.selectedNameFilter()
-    return dlg.selectedFiles()[0], dlg.selectedNameFilter()
+    try:
+        if mode == "folder":
+            dlg.setFileMode(QFileDialog.Directory)
+            dlg.setOption(QFileDialog.ShowDirsOnly)
+        elif mode == "save":
+            dlg.setAcceptMode(QFileDialog.AcceptSave)
+            dlg.setFileMode(QFileDialog.AnyFile)
+            # the suffix before the overwrite question, so that it asks about the file written
+            suffix = lambda f: f.rpartition("*.")[2].split(")")[0].split()[0] if "*." in f else ""  # noqa: E731
+            dlg.setDefaultSuffix(suffix(dlg.selectedNameFilter()))
+            dlg.filterSelected.connect(lambda f: dlg.setDefaultSuffix(suffix(f)))
+        else:
+            dlg.setFileMode(QFileDialog.ExistingFile)
+        room = (parent.screen() if parent is not None else dlg.screen()).availableGeometry()
+        dlg.resize(min(980, room.width() - 40), min(620, room.height() - 60))
+        headers = [v.header() for v in dlg.findChildren(QTreeView)]  # none in a native dialog
+        for h in headers:
+            h.setSectionResizeMode(QHeaderView.ResizeToContents)
+            h.setSectionResizeMode(0, QHeaderView.Stretch)  # the name takes the rest
+        accepted = dlg.exec() == QDialog.Accepted and bool(dlg.selectedFiles())
+        for h in headers:  # Qt saves its columns for every Qt program: left as they were, draggable
+            h.setSectionResizeMode(QHeaderView.Interactive)
+        if not accepted:
+            return "", ""
+        typed = dlg.findChild(QLineEdit, "fileNameEdit")  # Qt's own dialog only
+        if mode == "folder" and typed is not None and typed.text():
+            # a folder's path typed whole: Qt's dialog gave the folder its completer had listed
+            # (".../a/inner" typed and Return gave ".../a")
+            folder = os.path.join(dlg.directory().absolutePath(), os.path.expanduser(typed.text()))
+            if os.path.isdir(folder):
+                return os.path.normpath(folder), dlg.selectedNameFilter()
+        return dlg.selectedFiles()[0], dlg.selectedNameFilter()
+    finally:
+        dlg.deleteLater()
 
 
 class ElidedLabel(QLabel):

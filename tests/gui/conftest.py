@@ -1,10 +1,14 @@
 """GUI fixtures: offscreen Qt, a window on a tiny random CNN, and a check that no worker outlives a test."""
 import os
+import tempfile
 import threading
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Qt keeps its own file dialog's state in ~/.config/QtProject.conf: the tests' dialogs use a
+# folder of their own, never the person's
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="heatsearch-qt-config-")
 
 from app.core.config import Settings  # noqa: E402
 from app.core.library.service import LibraryService  # noqa: E402
@@ -83,10 +87,14 @@ def when_modal(use) -> None:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    tries = [200]  # 20 s: a dialog that never opens is not answered in a later test
+
     def look():
         dlg = QApplication.activeModalWidget()
         if dlg is None:
-            QTimer.singleShot(100, look)
+            tries[0] -= 1
+            if tries[0] > 0:
+                QTimer.singleShot(100, look)
             return
         use(dlg)
 

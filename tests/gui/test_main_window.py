@@ -12,7 +12,7 @@ from app.core.imageio import open_oriented
 from app.core.pipeline.search import Hit
 from app.gui.results import ResultsModel
 from tests.conftest import write_photo
-from tests.gui.conftest import add_and_pause, answer_file_dialog, index_folder, make_window, wait_idle
+from tests.gui.conftest import add_and_pause, answer_file_dialog, index_folder, make_window, wait_idle, when_modal
 
 
 def drop_files(widget, paths):
@@ -303,11 +303,18 @@ def test_remove_asks_first_and_runs_off_the_gui_thread(qtbot, window, photo_dir,
     index_folder(qtbot, window, photo_dir)
     assert window.library.remove_btn.isEnabled() and window.library.reindex_btn.isEnabled()
     window.library.folder_list.setCurrentRow(0)
-    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Cancel))
+    asked = []
+
+    def answer(key):
+        def use(dlg):
+            asked.append(dlg.text())
+            qtbot.keyClick(dlg, key)
+        when_modal(use)
+
+    answer(Qt.Key_Escape)
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
     assert window.svc.stats()["indexed"] == 12  # cancelled: nothing forgotten
-    asked = []
-    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a[2]) or QMessageBox.Yes))
+    answer(Qt.Key_Return)
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)
     assert "12 photos" in asked[0] and "stay on disk" in asked[0]
     qtbot.waitUntil(lambda: window.svc.stats()["images"] == 0, timeout=20000)
