@@ -632,6 +632,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("heatsearch: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped reading (| head, | less quit): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush writes nowhere
+        return 0
     except Exception as e:  # noqa: BLE001 - a bug, not the user's input: one line (HEATSEARCH_DEBUG=1 for more)
         if os.environ.get("HEATSEARCH_DEBUG"):
             raise

@@ -395,6 +395,18 @@ def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then
     svc.close()
 
 
+def test_output_cut_short_by_its_reader_is_no_error(indexed_home, photo_dir):
+    """Trial 17: `heatsearch status --json | head -c 600` ended with "heatsearch: internal error:
+    BrokenPipeError". A reader that stops reading (head, less) ends the command quietly."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["status", "--json"], ["search", str(photo_dir / "scene0" / "img0.jpg"), "--json"]):
+        p = subprocess.Popen([sys.executable, "-m", "app", *args, "--home", str(indexed_home)], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()  # the reader is gone before the command writes
+        err = p.stderr.read().decode()
+        assert p.wait(120) == 0 and err == "", (args, err)
+
+
 def test_indexing_a_subfolder_of_the_library_says_it_is_already_there(photo_dir, indexed_home):
     """Trial 15: `heatsearch index` of a folder inside a library folder printed the library's
     counts and nothing about the folder: it is already in the library, inside the other."""
