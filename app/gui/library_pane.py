@@ -4,6 +4,8 @@ Add, Remove (asks first), Rescan (look for new, changed and deleted photos now),
 photos a stopped run left), Forget missing photos."""
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
@@ -155,9 +157,11 @@ class LibraryPane(QWidget):
             QMessageBox.information(self, "Remove a folder", "Select a folder in the list first.")
             return
         item = self.folder_list.currentItem()
+        # (trial 17: a folder that is gone was said to keep its photos on disk "exactly as they are")
+        after = ("Its photos stay on disk exactly as they are; HeatSearch only stops searching them."
+                 if os.path.isdir(path) else "The folder is gone from the disk; HeatSearch forgets what it knew of it.")
         box = QMessageBox(QMessageBox.Question, "Remove this folder from the library?",
-                          f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1]}.\n\n"
-                          "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.",
+                          f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1]}.\n\n{after}",
                           QMessageBox.NoButton, self)
         # the button says what it does, and Enter does it (trial 16: Enter on "Yes | Cancel"
         # cancelled); Escape still cancels, and nothing on disk is touched either way

@@ -1605,7 +1605,9 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     item = window.library.folder_list.item(1)
     assert item.text() == "vanish  (missing: the folder is gone)\nnothing left of it · Remove takes it off the list", item.text()
     # (trial 12) removed, a folder that is gone is not said to keep its files on disk
-    remove_folder(qtbot, window, "vanish")
+    asked = remove_folder(qtbot, window, "vanish")
+    # (trial 17) not said to keep its photos on disk "exactly as they are"
+    assert asked.endswith("The folder is gone from the disk; HeatSearch forgets what it knew of it."), asked
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Removed vanish"), timeout=20000)
     assert window.index_label.text().endswith("its folder is gone"), window.index_label.text()
 
