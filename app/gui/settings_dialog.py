@@ -222,9 +222,9 @@ class SettingsDialog(QDialog):
         self.adjustSize()
         if self.height() > room:
             self.resize(self.width(), room)
-        if screen is not None:  # grown downwards from where it opened: moved up to stay on the screen
-            frame = self.frameGeometry()
-            top = min(frame.top(), screen.bottom() - frame.height())
+        if screen is not None:  # grown downwards from where it opened: moved up, centred on the
+            frame = self.frameGeometry()  # screen (trial 17: it stopped at the bottom edge at 768 px)
+            top = min(frame.top(), screen.top() + max(0, (screen.height() - frame.height()) // 2))
             left = min(frame.left(), screen.right() - frame.width())
             self.move(max(screen.left(), left), max(screen.top(), top))
 

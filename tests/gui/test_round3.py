@@ -639,6 +639,9 @@ def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot,
     assert before == after  # the wheel changed no setting
     assert not seen["sideways"] and not seen["clipped"]
     assert seen["on screen"], (seen["frame"], seen["screen"])
+    # (trial 17) centred on the screen as it grows, not left at its bottom edge
+    frame, screen = seen["frame"], seen["screen"]
+    assert frame.height() > screen.height() - 40 or screen.bottom() - frame.bottom() >= 20, (frame, screen)
 
 
 def test_8_bit_precision_chosen_in_settings_tunes_the_library_model_and_indexes_with_it(qtbot, window, photo_dir,
