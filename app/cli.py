@@ -625,7 +625,9 @@ def main(argv=None) -> int:
     if getattr(a, "after", None) is not None and getattr(a, "before", None) is not None and a.after >= a.before:
         parser.error("--after must be earlier than --before")
     try:
-        return a.func(a)
+        rc = a.func(a)
+        sys.stdout.flush()  # here, where a reader that stopped reading is caught, not at the exit
+        return rc
     except HeatSearchError as e:
         print(f"heatsearch: {e}", file=sys.stderr)
         return 1

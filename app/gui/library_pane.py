@@ -4,8 +4,6 @@ Add, Remove (asks first), Rescan (look for new, changed and deleted photos now),
 photos a stopped run left), Forget missing photos."""
 from __future__ import annotations
 
-import os
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
@@ -126,6 +124,7 @@ class LibraryPane(QWidget):
             state = {"offline": "  (offline: not reachable now)", "missing": "  (missing: the folder is gone)"}.get(f.get("state"), "")
             item = QListWidgetItem(f"{name}{state}\n{count}")
             item.setData(Qt.UserRole, f["path"])
+            item.setData(Qt.UserRole + 1, f.get("state", "ok"))
             item.setToolTip(display(f["path"]))
             self.folder_list.addItem(item)
             if f["path"] == current:
@@ -158,8 +157,9 @@ class LibraryPane(QWidget):
             return
         item = self.folder_list.currentItem()
         # (trial 17: a folder that is gone was said to keep its photos on disk "exactly as they are")
-        after = ("Its photos stay on disk exactly as they are; HeatSearch only stops searching them."
-                 if os.path.isdir(path) else "The folder is gone from the disk; HeatSearch forgets what it knew of it.")
+        after = ("The folder is gone from the disk; HeatSearch forgets what it knew of it."
+                 if item.data(Qt.UserRole + 1) == "missing" else
+                 "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.")
         box = QMessageBox(QMessageBox.Question, "Remove this folder from the library?",
                           f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1]}.\n\n{after}",
                           QMessageBox.NoButton, self)

@@ -395,10 +395,46 @@ def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then
     svc.close()
 
 
+def test_a_library_folder_deleted_while_it_is_indexed_keeps_its_photos_as_missing(tmp_path):
+    """A library folder of day folders (3 photos each) deleted while it is indexed: as a scan
+    would, every photo of it is kept as missing (not removed for being few per folder), and the
+    folder stays listed as missing (Forget missing photos or Remove take it away)."""
+    import threading
+
+    from app.core.library.service import JobControl
+
+    lib = tmp_path / "Photos"
+    for n in range(3):
+        photos(lib / f"day{n}", [f"p{i}.png" for i in range(3)], seed=20 + 3 * n)
+    keep = photos(tmp_path / "keep", [f"k{i}.png" for i in range(4)], seed=0)
+    svc = open_lib(tmp_path / "h")
+    index(svc, [lib, keep])
+    photos(lib / "day9", [f"n{i:02d}.png" for i in range(40)], seed=40)
+    ctl, paused = JobControl(), threading.Event()
+
+    def watch(ev):
+        if ev.kind == "progress" and ev.data.phase == "indexing" and ev.data.done > 0 and not paused.is_set():
+            ctl.pause()
+            paused.set()
+
+    svc.subscribe(watch)
+    cmd = svc.index(control=ctl)
+    assert paused.wait(60)
+    shutil.rmtree(lib)
+    ctl.resume()
+    cmd.result(120)
+    st = svc.stats()
+    folder = next(f for f in st["folders"] if f["path"] == str(lib.resolve()))
+    assert folder["state"] == "missing" and st["indexed"] == 4 and st["failed"] == 0, st
+    days = {str((lib / f"day{n}" / f"p{i}.png").resolve()) for n in range(3) for i in range(3)}
+    assert days <= set(map(str, svc.missing())), sorted(svc.missing())[:5]  # none removed for being 3 a folder
+    svc.close()
+
+
 def test_output_cut_short_by_its_reader_is_no_error(indexed_home, photo_dir):
     """Trial 17: `heatsearch status --json | head -c 600` ended with "heatsearch: internal error:
     BrokenPipeError". A reader that stops reading (head, less) ends the command quietly."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT)}.items() if k != "PYTHONUNBUFFERED"}
     for args in (["status", "--json"], ["search", str(photo_dir / "scene0" / "img0.jpg"), "--json"]):
         p = subprocess.Popen([sys.executable, "-m", "app", *args, "--home", str(indexed_home)], cwd=ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)

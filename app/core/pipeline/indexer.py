@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import numpy as np
 
 from ..describe import HewParams, mean_local_feature
-from ..errors import Cancelled
+from ..errors import Cancelled, CatalogError
 from ..library import paths
 from .produce import Decoded, decode_file, describe_decoded
 from .produce import usable as produce_usable
@@ -78,7 +78,9 @@ class Plan:
     calibration sample first when the space has no mean yet); existing: path -> id of changed
     rows; reuse: digest -> id whose descriptor serves the same bytes; claim: ids a moved file may
     take over; gone: id -> path of rows whose file vanished; known: path -> catalog row as the
-    scan found them; vanished: directories where a file went between the scan and its reading."""
+    scan found them; vanished: directories where a file went between the scan and its reading;
+    lost: id -> path of changed rows whose file went so (gone once its library folder is known
+    to be there: an unplugged drive's files go the same way)."""
 
     diff: ScanDiff
     tasks: list[FileInfo]
@@ -89,6 +91,7 @@ class Plan:
     calibrate: int = 0  # the first `calibrate` tasks are the mean's sample
     known: dict = field(default_factory=dict)
     vanished: set[str] = field(default_factory=set)
+    lost: dict[int, str] = field(default_factory=dict)  # changed rows whose file went before it was read
 
 
 def plan(writer: "LibraryWriter", control, prog: Progress, verify: bool = False, only=None) -> Plan | None:
@@ -340,9 +343,10 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     p.vanished |= {d for d in {os.path.dirname(t.path) for t in p.tasks} if _gone(d)}
     if stopped:
         if p.vanished:  # a folder deleted while it was indexed never stays searchable, stopped or not
-            went = _settle_vanished(writer, p)
-            went.update({i: path for i, path in p.gone.items() if os.path.dirname(path) in p.vanished})
-            _forget_gone(writer, p, went, prog, None)
+            try:
+                _forget_gone(writer, p, _settle_vanished(writer, p), prog, lambda: control.cancelled)
+            except (Cancelled, CatalogError):  # the catalog locked by another program: the next scan
+                pass
         prog.phase = "cancelled"
         writer.save()
         yield prog.emit()
@@ -353,15 +357,15 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
 def _present(records: list, p: Plan) -> list:
     """The batch's records less those whose file went between the scan and its reading (a
     folder deleted while it is indexed): they are not photos that "could not be read" (trial 16:
-    one deleted folder read as N missing and M skipped); their directory goes to `p.vanished`
-    (settled by _settle_vanished), a changed file's row to `p.gone`."""
+    one deleted folder read as N missing and M skipped); their directory goes to `p.vanished`,
+    a changed file's row to `p.lost` (both settled by _settle_vanished)."""
     kept = []
     for r in records:
         if r.error and _gone(r.path):
             p.vanished.add(os.path.dirname(r.path))
             i = p.existing.pop(r.path, None)
             if i is not None:
-                p.gone[i] = r.path
+                p.lost[i] = r.path
         else:
             kept.append(r)
     return kept
@@ -382,11 +386,9 @@ def _gone(path: str) -> bool:
 def _vanished_tops(writer: "LibraryWriter", p: Plan) -> set[str]:
     """The highest gone directory above each of `p.vanished`, inside its library folder (the
     library folder itself when it was deleted); none under a folder that is offline now."""
-    writer.refresh_folders()  # a deleted library folder reads "missing", an unmounted one "offline"
-    roots = sorted(writer.folders, key=lambda f: -len(f.path))  # the innermost first
     tops = set()
     for d in p.vanished:
-        root = next((f for f in roots if paths.is_within(d, f.path)), None)
+        root = _root_of(writer, d)
         if root is None or root.state == "offline":
             continue
         if root.state == "missing":
@@ -401,19 +403,30 @@ def _vanished_tops(writer: "LibraryWriter", p: Plan) -> set[str]:
     return tops
 
 
+def _root_of(writer: "LibraryWriter", path: str):
+    """The innermost library folder (FolderInfo) holding `path`, or None."""
+    return max((f for f in writer.folders if paths.is_within(path, f.path)), key=lambda f: len(f.path), default=None)
+
+
 def _settle_vanished(writer: "LibraryWriter", p: Plan) -> dict[int, str]:
     """The photos that went with the files found gone during the run (a deleted folder's photos
-    described before it went, or before the run): id -> path, also put into `p.gone`, their
-    directories into the scan's vanished ones (kept as missing, as a scan would)."""
+    described before it went, or before the run; a changed photo's row): id -> path, also put into
+    `p.gone`, their directories into the scan's vanished ones (kept as missing, as a scan would;
+    a deleted library folder's photos all, as plan() keeps them). Under a library folder that is
+    offline now (an unplugged drive), nothing."""
+    writer.refresh_folders()  # a deleted library folder reads "missing", an unmounted one "offline"
+    went = {i: path for i, path in p.lost.items() if getattr(_root_of(writer, path), "state", "offline") != "offline"}
     tops = _vanished_tops(writer, p)
-    if not tops:
-        return {}
-    where = {row.id: path for path, row in p.known.items() if row.status != "missing"}
-    where.update({i: path for path, i in p.existing.items()})  # described (or moved) by this run
-    under = tuple(t.rstrip(os.sep) + os.sep for t in tops)
-    went = {i: path for i, path in where.items() if path.startswith(under)}
+    if tops:
+        where = {row.id: path for path, row in p.known.items() if row.status != "missing"}
+        where.update({i: info.path for i, info in p.diff.restored})  # back at the scan, gone again since
+        where.update({i: path for path, i in p.existing.items()})  # described (or moved) by this run
+        under = tuple(t.rstrip(os.sep) + os.sep for t in tops)
+        went.update({i: path for i, path in where.items() if path.startswith(under)})
     p.gone.update(went)
-    p.diff.vanished_dirs |= vanished_dirs(went.values(), (), [f.path for f in writer.folders])
+    deleted_roots = {f.path for f in writer.folders if f.state == "missing" and f.path in tops}
+    rest = [path for path in went.values() if not any(paths.is_within(path, r) for r in deleted_roots)]
+    p.diff.vanished_dirs |= deleted_roots | vanished_dirs(rest, (), [f.path for f in writer.folders if f.state == "ok"])
     return went
 
 
