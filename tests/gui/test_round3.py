@@ -1452,7 +1452,6 @@ def test_the_open_dialog_shows_its_size_type_and_date_columns_whole(qtbot, windo
 
     index_folder(qtbot, window, photo_dir / "scene0")
     import shiboken6
-    from PySide6.QtWidgets import QFileDialog
 
     narrow = QFileDialog(window, "", str(photo_dir), "")  # narrowed by the person last time (Qt keeps it)
     narrow.setOption(QFileDialog.DontUseNativeDialog)
@@ -1701,7 +1700,7 @@ def test_a_grid_emptied_by_the_cutoff_says_so_in_the_grid(qtbot, window, photo_d
     qtbot.keyClick(window.results.cutoff, Qt.Key_End)
     assert view.empty_note
     (tmp_path / "broken.jpg").write_bytes(b"not a photo")
-    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(tmp_path / "broken.jpg"), "")))
+    answer_file_dialog(qtbot, tmp_path / "broken.jpg")
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
     assert window.results_model.hits == [] and view.empty_note == "", (window.status_label.text(), view.empty_note)
