@@ -356,23 +356,13 @@ def test_forget_missing_also_forgets_the_files_that_failed_with_a_vanished_folde
     svc.close()
 
 
-@pytest.mark.parametrize("then", ["resume", "stop"])
-def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then):
-    """Trial 16: a folder deleted while it was indexed read as "N photos missing, and M files
-    skipped (could not be read)": the files that went before they were read are gone, not
-    unreadable. The run itself finds them and every photo of the deleted folder, also in its
-    subfolders indexed before (missing, out of the results), with no file skipped and no rescan,
-    whether it is resumed or stopped."""
+def index_until_paused(svc):
+    """An indexing run of the whole library, paused once its first batch is in: (command, its
+    JobControl), for the test to change the folders and resume or stop it."""
     import threading
 
     from app.core.library.service import JobControl
 
-    root = tmp_path / "lib"
-    photos(root / "keep", [f"k{i}.png" for i in range(4)], seed=0)
-    photos(root / "2019" / "a", [f"a{i}.png" for i in range(6)], seed=5)
-    svc = open_lib(tmp_path / "h")
-    index(svc, [root])  # the centring mean is made: the next run describes in batches
-    photos(root / "2019" / "b", [f"b{i:02d}.png" for i in range(40)], seed=10)
     ctl, paused = JobControl(), threading.Event()
 
     def watch(ev):
@@ -383,6 +373,23 @@ def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then
     svc.subscribe(watch)
     cmd = svc.index(control=ctl)
     assert paused.wait(60)
+    return cmd, ctl
+
+
+@pytest.mark.parametrize("then", ["resume", "stop"])
+def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then):
+    """Trial 16: a folder deleted while it was indexed read as "N photos missing, and M files
+    skipped (could not be read)": the files that went before they were read are gone, not
+    unreadable. The run itself finds them and every photo of the deleted folder, also in its
+    subfolders indexed before (missing, out of the results), with no file skipped and no rescan,
+    whether it is resumed or stopped."""
+    root = tmp_path / "lib"
+    photos(root / "keep", [f"k{i}.png" for i in range(4)], seed=0)
+    photos(root / "2019" / "a", [f"a{i}.png" for i in range(6)], seed=5)
+    svc = open_lib(tmp_path / "h")
+    index(svc, [root])  # the centring mean is made: the next run describes in batches
+    photos(root / "2019" / "b", [f"b{i:02d}.png" for i in range(40)], seed=10)
+    cmd, ctl = index_until_paused(svc)
     shutil.rmtree(root / "2019")
     ctl.resume() if then == "resume" else ctl.cancel()
     prog = cmd.result(120)
@@ -399,10 +406,6 @@ def test_a_library_folder_deleted_while_it_is_indexed_keeps_its_photos_as_missin
     """A library folder of day folders (3 photos each) deleted while it is indexed: as a scan
     would, every photo of it is kept as missing (not removed for being few per folder), and the
     folder stays listed as missing (Forget missing photos or Remove take it away)."""
-    import threading
-
-    from app.core.library.service import JobControl
-
     lib = tmp_path / "Photos"
     for n in range(3):
         photos(lib / f"day{n}", [f"p{i}.png" for i in range(3)], seed=20 + 3 * n)
@@ -410,16 +413,7 @@ def test_a_library_folder_deleted_while_it_is_indexed_keeps_its_photos_as_missin
     svc = open_lib(tmp_path / "h")
     index(svc, [lib, keep])
     photos(lib / "day9", [f"n{i:02d}.png" for i in range(40)], seed=40)
-    ctl, paused = JobControl(), threading.Event()
-
-    def watch(ev):
-        if ev.kind == "progress" and ev.data.phase == "indexing" and ev.data.done > 0 and not paused.is_set():
-            ctl.pause()
-            paused.set()
-
-    svc.subscribe(watch)
-    cmd = svc.index(control=ctl)
-    assert paused.wait(60)
+    cmd, ctl = index_until_paused(svc)
     shutil.rmtree(lib)
     ctl.resume()
     cmd.result(120)
