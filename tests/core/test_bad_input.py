@@ -377,7 +377,7 @@ def index_until_paused(svc):
 
 
 @pytest.mark.parametrize("then", ["resume", "stop"])
-def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then):
+def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then, library):
     """Trial 16: a folder deleted while it was indexed read as "N photos missing, and M files
     skipped (could not be read)": the files that went before they were read are gone, not
     unreadable. The run itself finds them and every photo of the deleted folder, also in its
@@ -386,7 +386,7 @@ def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then
     root = tmp_path / "lib"
     photos(root / "keep", [f"k{i}.png" for i in range(4)], seed=0)
     photos(root / "2019" / "a", [f"a{i}.png" for i in range(6)], seed=5)
-    svc = open_lib(tmp_path / "h")
+    svc = open_lib(tmp_path / "h", library)
     index(svc, [root])  # the centring mean is made: the next run describes in batches
     photos(root / "2019" / "b", [f"b{i:02d}.png" for i in range(40)], seed=10)
     cmd, ctl = index_until_paused(svc)
@@ -402,7 +402,7 @@ def test_a_folder_deleted_while_it_is_indexed_is_gone_not_skipped(tmp_path, then
     svc.close()
 
 
-def test_a_library_folder_deleted_while_it_is_indexed_keeps_its_photos_as_missing(tmp_path):
+def test_a_library_folder_deleted_while_it_is_indexed_keeps_its_photos_as_missing(tmp_path, library):
     """A library folder of day folders (3 photos each) deleted while it is indexed: as a scan
     would, every photo of it is kept as missing (not removed for being few per folder), and the
     folder stays listed as missing (Forget missing photos or Remove take it away)."""
@@ -410,7 +410,7 @@ def test_a_library_folder_deleted_while_it_is_indexed_keeps_its_photos_as_missin
     for n in range(3):
         photos(lib / f"day{n}", [f"p{i}.png" for i in range(3)], seed=20 + 3 * n)
     keep = photos(tmp_path / "keep", [f"k{i}.png" for i in range(4)], seed=0)
-    svc = open_lib(tmp_path / "h")
+    svc = open_lib(tmp_path / "h", library)
     index(svc, [lib, keep])
     photos(lib / "day9", [f"n{i:02d}.png" for i in range(40)], seed=40)
     cmd, ctl = index_until_paused(svc)
