@@ -449,7 +449,7 @@ class MainWindow(QMainWindow):
         self.watcher.watch([f["path"] for f in folders if f.get("state") == "ok"])
         # a folder deleted while it was indexed was never watched: a rescan of it says it is gone
         # (trial 11: it stayed searchable, "168 photos", until a Rescan by hand)
-        # (a subfolder deleted while it was indexed is found by the run itself: indexer._present)
+        # (a subfolder deleted while it was indexed is found by the run itself: indexer._settle_vanished)
         gone = [f["path"] for f in folders if f.get("state") == "ok" and not os.path.isdir(f["path"])]
         if gone and not self.svc.read_only:
             QTimer.singleShot(0, lambda: self.start_indexing(only=gone))
