@@ -97,7 +97,7 @@ class Settings:
     backbone: str = DEFAULT_BACKBONE  # (space)
     weights: str = ""  # (space) a weights file for backbones that need one
     max_side: int = DEFAULT_MAX_SIDE  # (space) longer side fed to the CNN, px
-    # (space) "fastest": bf16/f16 where the hardware has it; "int8": a model tuned to 8-bit on the
+    # (space) "fastest": bf16 on a CPU that has it; "int8": a model tuned to 8-bit on the
     # library's photos (features/quantise.py). Each is its own space.
     precision: str = "exact"
     engine: str = "auto"

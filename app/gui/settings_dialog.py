@@ -187,7 +187,7 @@ class SettingsDialog(QDialog):
 
     def _fill_precisions(self, want: str | None = None) -> None:
         """The precisions this computer offers with the chosen engine and device, in plain words
-        (reduced precision names what it is here: bf16, half precision, or nothing faster)."""
+        (reduced precision names what it is here: bf16, or nothing faster)."""
         want = want or self.precision.currentData() or "exact"
         try:
             fast = precision_of(EngineChoice(self.engine.currentData() or "auto", self.device.currentData() or "auto", True))
@@ -195,8 +195,8 @@ class SettingsDialog(QDialog):
             fast = "f32"
         items = [("Exact (recommended)", "exact")]
         if fast != "f32" or want == "fastest":
-            items.append(({"bf16": "Reduced on this processor (bf16; faster, slightly less exact)", "f16": "Half precision on the graphics card (faster)"}
-                          .get(fast, "Reduced where the hardware has it (none here: exact)"), "fastest"))
+            items.append(("Reduced on this processor (bf16; faster, slightly less exact)" if fast == "bf16"
+                          else "Reduced where the hardware has it (none here: exact)", "fastest"))
         if int8_available() or want == "int8":
             items.append(("8-bit, tuned on your first photos (faster on the processor)", "int8"))
         self.precision.blockSignals(True)

@@ -5,8 +5,8 @@ reference; CPU, CUDA, MPS), ONNX Runtime and OpenVINO.
 
 Exact engines (f32) give the same feature maps as PyTorch on the CPU to ~1e-5 relative and share
 its descriptor space: switching between them needs no re-index. Reduced precision ("fastest":
-fp16 on CUDA, bf16 on a CPU that has it; "int8": OpenVINO on the CPU) is its own descriptor
-space; an int8 model is the library's own (quantise.py), handed in as bytes.
+bf16 on a CPU that has it; "int8": OpenVINO on the CPU) is its own descriptor space; an int8
+model is the library's own (quantise.py), handed in as bytes.
 
 The CPU runtimes run an ONNX export of the backbone with dynamic height and width. The export is
 made once per (backbone, weights digest, export format), in a child process so that this process
@@ -16,6 +16,7 @@ PyTorch with one log line.
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 import platform
@@ -91,7 +92,7 @@ def available_devices() -> list[str]:
 
 class Engine:
     """Runs one backbone. name: torch | onnxruntime | openvino; device: cpu | cuda | mps;
-    precision: f32 (exact), f16, bf16 or int8 (reduced: its own descriptor space)."""
+    precision: f32 (exact), bf16 or int8 (reduced: its own descriptor space)."""
 
     name = "?"
     device = "cpu"
@@ -116,11 +117,14 @@ class Engine:
 
 
 class TorchEngine(Engine):
-    """The reference. exact: float32 everywhere (TF32 off on CUDA); fastest: fp16 autocast on CUDA."""
+    """The reference: float32 everywhere (TF32 off on CUDA). No fp16 on a GPU: measured on an H100
+    (cuDNN 9.19, Lite2 at 512 px), every new input shape cost 1.4-2.7 s in fp16 against 0.07 s in
+    float32 (a photo of another size, every box query's crop), for 0.45 against 0.77 ms a photo
+    of GPU time once warm, where decoding a photo takes tens of ms (README "Engines")."""
 
     name = "torch"
 
-    def __init__(self, bb: Backbone, device: str = "cpu", fastest: bool = False):
+    def __init__(self, bb: Backbone, device: str = "cpu"):
         import torch
 
         self.torch = torch
@@ -129,17 +133,16 @@ class TorchEngine(Engine):
             torch.backends.cuda.matmul.allow_tf32 = False
         self.device = device
         self.dev = torch.device(device)
-        self.precision = "f16" if (fastest and device == "cuda") else "f32"
         self.max_batch = 1 if device == "cpu" else 16
-        self.module = bb.module.to(self.dev).eval()
+        # a copy on a GPU: Module.to moves in place, and the backbone's module is shared (a CPU
+        # engine made from it afterwards took a GPU engine's weights back to the CPU)
+        self.module = (bb.module if device == "cpu" else copy.deepcopy(bb.module)).to(self.dev).eval()
 
     def run(self, x: np.ndarray) -> np.ndarray:
         torch = self.torch
         with torch.inference_mode():
-            t = torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(self.dev)
-            with torch.autocast(self.dev.type, dtype=torch.float16, enabled=self.precision == "f16"):
-                y = self.module(t)
-            return y.float().clamp_min_(0).cpu().numpy()  # fp16 can leave -0.0 and tiny negatives
+            y = self.module(torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(self.dev))
+            return y.clamp_min_(0).cpu().numpy()
 
 
 class OnnxRuntimeEngine(Engine):
@@ -355,14 +358,11 @@ class EngineChoice:
 
 def precision_of(choice: EngineChoice) -> str:
     """The precision an engine made for `choice` will run at (part of the descriptor space), known
-    without building it: f16 on CUDA or bf16 on a bf16 CPU when `fastest`, else f32. (int8 is
-    asked for by name: Settings.precision "int8".)"""
+    without building it: bf16 on a bf16 CPU when `fastest`, else f32 (a GPU runs float32:
+    TorchEngine). (int8 is asked for by name: Settings.precision "int8".)"""
     if not choice.fastest:
         return "f32"
-    dev = choice.resolve_device()
-    if dev == "cuda":
-        return "f16"
-    if dev == "cpu" and "openvino" in choice.candidates()[:1] and cpu_has_bf16():
+    if choice.resolve_device() == "cpu" and "openvino" in choice.candidates()[:1] and cpu_has_bf16():
         return "bf16"
     return "f32"
 
@@ -395,7 +395,7 @@ def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Cal
             if name == "torch":
                 if not installed("torch"):
                     raise EngineError("PyTorch is not installed")
-                return TorchEngine(bb, dev, choice.fastest)
+                return TorchEngine(bb, dev)
             if not installed(name):
                 raise EngineError(f"{PLAIN_NAMES[name]} is not installed")
             return _checked(name, bb, models_dir, choice, log)
