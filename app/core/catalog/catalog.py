@@ -584,16 +584,21 @@ class Catalog:
                 .where(Descriptor.space_id == space_id, Descriptor.gen > generation, Image.status == "indexed")
                 .order_by(Descriptor.image_id))]
 
+    def descriptors_of(self, ids, space_id: int) -> dict[int, bytes]:
+        """{image id: raw descriptor bytes ((C,) float32)} of those of `ids` that have one."""
+        rows: dict[int, bytes] = {}
+        with self._read() as s:
+            for chunk in _chunks([int(i) for i in ids], CHUNK):
+                rows.update(s.execute(select(Descriptor.image_id, Descriptor.raw)
+                                      .where(Descriptor.space_id == space_id, Descriptor.image_id.in_(chunk))).all())
+        return rows
+
     def raw_descriptors(self, ids, space_id: int, channels: int) -> np.ndarray:
         """(len(ids), C) float32 raw descriptors in the order of `ids` (KeyError for one that has none)."""
         ids = [int(i) for i in ids]
         if not ids:
             return np.zeros((0, channels), np.float32)
-        rows: dict[int, bytes] = {}
-        with self._read() as s:
-            for chunk in _chunks(ids, CHUNK):
-                rows.update(s.execute(select(Descriptor.image_id, Descriptor.raw)
-                                      .where(Descriptor.space_id == space_id, Descriptor.image_id.in_(chunk))).all())
+        rows = self.descriptors_of(ids, space_id)
         return np.stack([np.frombuffer(rows[i], np.float32) for i in ids])
 
     def descriptor(self, image_id: int, space_id: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -469,9 +469,11 @@ class Searcher:
             # how close its best match in the whole library is, filter or not (the query's own file
             # and copies left out): a photo the library does not hold reads as no match
             best = float(near[0]) if len(near) else None
-            neighbour = None if best is None or req.box is not None else self._nearest_other(sl, same + copies, snap)
+            whole_photo = best is not None and req.box is None
+            neighbour = self._nearest_other(sl, same + copies, snap) if whole_photo else None
             matched = policy.match(None if best is None else (best - mu) / unit, best,
-                                   None if neighbour is None else (neighbour - mu) / unit)
+                                   None if neighbour is None else (neighbour - mu) / unit,
+                                   self._best_raw(raw, sl, same + copies, snap) if whole_photo else None)
             scale = (mu, unit, her, matched, req.box is None)
             # Each photo reads as it stands in the whole library's ranking, non-increasing down it:
             # the running minimum passes through every photo there, those a filter leaves out
@@ -501,6 +503,23 @@ class Searcher:
             h.rank = i + 1
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
+
+    RAW_CANDIDATES = 20  # the shortlist's first photos whose raw descriptors `_best_raw` reads
+
+    def _best_raw(self, raw: np.ndarray, sl: Shortlist, own: list[int], snap) -> float | None:
+        """The best cosine, in the model's own space (raw descriptors, before whitening), of the
+        query's raw descriptor `raw` (C,) and the first RAW_CANDIDATES photos of the shortlist
+        `sl`, `own` (the query's own file and its copies) left out: policy.MATCH_RAW. Unwhitened,
+        the shortlist's own cosines; whitened, their raw descriptors read from the catalog (photos
+        gone from it since the snapshot passed over). None when there is none."""
+        first = np.flatnonzero(~np.isin(sl.ids, own))[: self.RAW_CANDIDATES]
+        if not len(first):
+            return None
+        if snap.whitening.is_identity:
+            return float(sl.sims[first[0]])
+        cat = self.svc.catalog
+        rows = cat.guard(cat.descriptors_of, sl.ids[first].tolist(), snap.space.id)
+        return max((float(np.frombuffer(b, np.float32) @ raw) for b in rows.values()), default=None)
 
     def _nearest_other(self, sl: Shortlist, own: list[int], snap, k: int = 12) -> float | None:
         """The cosine of the query's best match (the first of the shortlist `sl` not in `own`: the
