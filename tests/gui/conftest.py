@@ -1,5 +1,7 @@
 """GUI fixtures: offscreen Qt, a window on a tiny random CNN, and a check that no worker outlives a test."""
+import atexit
 import os
+import shutil
 import tempfile
 import threading
 
@@ -7,8 +9,9 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Qt keeps its own file dialog's state in ~/.config/QtProject.conf: the tests' dialogs use a
-# folder of their own, never the person's
+# folder of their own, never the person's (removed at exit: one was left in /tmp per run)
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="heatsearch-qt-config-")
+atexit.register(shutil.rmtree, os.environ["XDG_CONFIG_HOME"], True)
 
 from app.core.config import Settings  # noqa: E402
 from app.core.library.service import LibraryService  # noqa: E402
