@@ -131,3 +131,24 @@ def test_ray_workers_run_the_library_int8_model(tmp_path, photos, ray_cluster, m
     for p, raw in want[0].items():
         assert cosine(np.frombuffer(got[0][p], np.float32), np.frombuffer(raw, np.float32)) > 0.9999
     lib.close()
+
+
+def test_a_library_a_gpu_made_in_fp16_still_searches(tmp_path, photos):
+    """"fastest" on a GPU was fp16 until it was dropped (its first input of each size cost seconds
+    on an H100); a library made so has an f16 space. The float32 engine now serves it (within
+    4e-5 in cosine) instead of refusing every search that runs the model ("the engine runs at f32,
+    the library's vectors were made at f16"), while the library re-indexes."""
+    lib = open_lib(tmp_path / "h", precision="fastest")
+    index(lib, [photos])
+    sid = lib.snapshot().space.id
+    with lib.catalog.engine.begin() as conn:
+        conn.execute(update(Space).where(Space.id == sid).values(precision="f16"))
+    lib.close()
+    lib = open_lib(tmp_path / "h", precision="fastest")
+    try:
+        outside = write_photo(tmp_path / "query.png", 900, size=(160, 120))  # not in the library: the CNN runs
+        hits = Searcher(lib).search(SearchRequest(path=str(outside), top=3)).hits
+        assert len(hits) == 3
+        assert Searcher(lib).search(SearchRequest(path=str(photos / "p05.png"), top=1)).hits[0].path.endswith("p05.png")
+    finally:
+        lib.close()

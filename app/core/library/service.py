@@ -254,9 +254,12 @@ class LibraryService:
                 quantised = self.catalog.guard(self.catalog.space_model, space.id)
                 if quantised is None:
                     raise HeatSearchError("this library's 8-bit model is not made yet: index the library")
-            ex = Extractor.create(bb, EngineChoice(st.engine, st.device, space.precision != "f32"), space.max_side,
+            # a GPU's fp16 vectors (before fp16 was dropped: TorchEngine) are float32's within 4e-5
+            # in cosine (measured on an H100): an exact engine serves them while the library re-indexes
+            want = "f32" if space.precision == "f16" else space.precision
+            ex = Extractor.create(bb, EngineChoice(st.engine, st.device, want != "f32"), space.max_side,
                                   models_dir(self.home), self._log, quantised)
-            if ex.engine.precision != space.precision:
+            if ex.engine.precision != want:
                 ex.engine.close()
                 raise HeatSearchError(f"the engine runs at {ex.engine.precision}, the library's vectors were made at "
                                       f"{space.precision}: choose the matching precision in Settings")
