@@ -471,9 +471,10 @@ class Searcher:
             best = float(near[0]) if len(near) else None
             whole_photo = best is not None and req.box is None
             neighbour = self._nearest_other(sl, same + copies, snap) if whole_photo else None
+            by_raw = whole_photo and snap.space.backbone in policy.MATCH_RAW_MODELS
             matched = policy.match(None if best is None else (best - mu) / unit, best,
                                    None if neighbour is None else (neighbour - mu) / unit,
-                                   self._best_raw(raw, sl, same + copies, snap) if whole_photo else None)
+                                   self._best_raw(raw, sl, same + copies, snap) if by_raw else None)
             scale = (mu, unit, her, matched, req.box is None)
             # Each photo reads as it stands in the whole library's ranking, non-increasing down it:
             # the running minimum passes through every photo there, those a filter leaves out
@@ -511,7 +512,9 @@ class Searcher:
         query's raw descriptor `raw` (C,) and the first RAW_CANDIDATES photos of the shortlist
         `sl`, `own` (the query's own file and its copies) left out: policy.MATCH_RAW. Unwhitened,
         the shortlist's own cosines; whitened, their raw descriptors read from the catalog (photos
-        gone from it since the snapshot passed over). None when there is none."""
+        gone from it since the snapshot passed over). None when there is none (then policy.match
+        judges it as a box: every candidate's row gone at once, as when another writer purged the
+        space)."""
         first = np.flatnonzero(~np.isin(sl.ids, own))[: self.RAW_CANDIDATES]
         if not len(first):
             return None
