@@ -1,5 +1,5 @@
-"""The GPU path (PyTorch on CUDA), run where a GPU is: skipped elsewhere. CI has none; it was run
-on a lent H100 (README "Engines")."""
+"""The GPU path (PyTorch on CUDA), run where a GPU is: skipped elsewhere. CI has none; it passed on
+a lent H200 and failed there on the code before (README "Engines")."""
 import numpy as np
 import pytest
 
