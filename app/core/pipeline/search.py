@@ -409,11 +409,13 @@ class Searcher:
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
         filters = req.filters if req.filters.active else None
-        k = max(req.top + len(pinned), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
+        same = list(same or pinned)
+        # the whole library's ranking is the same with or without a filter (its length too: the
+        # first results are ordered by relevance within it)
+        k = max(req.top + len(same), plan.her_k if plan.her else 0, plan.qe_n if plan.qe else 0)
         # the whole library's shortlist: HeR's decision, the ranking, and with a filter its scores
         # (room for the query's copies, which are left out of them)
         sl = snap.search(q, (max(k, policy.NEIGHBOURHOOD) if plan.her == "auto" else k) + self.COPY_CANDIDATES, None)
-        same = list(same or pinned)
         copy_of = self._copies(sl, query_thumb, same)
         copies = same[1:] + [i for i, c in copy_of.items() if c]  # the query again, but for its own file
         # as many other photos in their place: HeR's graph is the same 200 photos whatever the
@@ -430,25 +432,47 @@ class Searcher:
         t1 = time.perf_counter()
         final, scores, her = self._ranking(q, k, None, plan, snap, same + copies,
                                            Shortlist(sl.ids[:k], sl.sims[:k], sl.vectors[:k]), copies)
-        if her and req.box is None:
-            final, scores = self._reciprocal_first(final, scores, q, sl, same + copies, snap)
-        # the whole library's ranking, filter or not: each photo reads as it stands there
-        whole, whole_scores = final, np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
+        whole_scores = np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
+        mu, sd = snap.similarity_scale
+        unit = sd * policy.neighbour_z(not snap.whitening.is_identity)  # the nearest-neighbour scale
+        # how close its best match in the whole library is, filter or not (the query's own file
+        # and copies left out): a photo the library does not hold reads as no match
+        best = float(near[0]) if len(near) else None
+        whole_photo = best is not None and req.box is None
+        neighbour = self._nearest_other(sl, same + copies, snap) if whole_photo else None
+        by_raw = whole_photo and snap.space.backbone in policy.MATCH_RAW_MODELS
+        matched = policy.match(None if best is None else (best - mu) / unit, best,
+                               None if neighbour is None else (neighbour - mu) / unit,
+                               self._best_raw(raw, sl, same + copies, snap) if by_raw else None)
+        scale = (mu, unit, her, matched, req.box is None, not snap.whitening.is_identity)
+        # Each photo reads its own relevance, as it stands in the whole library's ranking, filter
+        # or not, and the list's first results are shown in that order: the ranking's order
+        # capped by a running minimum made flat bands after a warm photo of another subject
+        # (trial 18: a dozen Eiffel photos at 0.47 after a photo of the Invalides) and read
+        # photos below ones the list showed after them. The query's own file and copies read 1, first.
+        n = min(len(final.ids), req.top + 200)
+        w_rel = self._relevance(final.ids[:n], final.vectors[:n] @ q, whole_scores[:n], list(final.vectors[:n]),
+                                scale, sl, same + copies)
+        w_rel[np.isin(final.ids[:n], same + copies)] = 1.0
+        order = np.concatenate([np.argsort(-w_rel, kind="stable"), np.arange(n, len(final.ids))])
+        final = Shortlist(final.ids[order], final.sims[order], final.vectors[order])
+        scores, w_rel = scores[order], w_rel[order[:n]]
+        at = {int(i): r for i, r in zip(final.ids[:n].tolist(), w_rel)}
+        floor = float(w_rel[-1]) if n else 1.0
         if filters is not None and len(final):
-            # A photo's ranking score is the one it has in the whole library, with or without a
-            # filter: ranked among the filter's photos alone, the best of them scored 1 (HeR's
+            # A filter shows its photos in the whole library's order, each with its relevance
+            # there: ranked among the filter's photos alone, the best of them scored 1 (HeR's
             # heat is spread best 1, last 0), so a search with no right answer in the filtered
-            # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. The filter's
-            # photos come in the whole library's order, then, in their own ranking, the ones
-            # beyond its shortlist.
+            # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. Then, in their own
+            # ranking, the filter's photos beyond the whole library's shortlist.
             part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same + copies, copies=copies)
             inside = np.isin(final.ids, self._admitted(filters, final.ids))
-            floor = float(scores[-1]) if len(scores) else 0.0
             rest = ~np.isin(part.ids, final.ids)
+            tail = float(scores.min()) if len(scores) else 0.0
             final = Shortlist(np.concatenate([final.ids[inside], part.ids[rest]]),
                               np.concatenate([final.sims[inside], part.sims[rest]]),
                               np.concatenate([final.vectors[inside], part.vectors[rest]]))
-            scores = np.concatenate([scores[inside], np.minimum(part_scores[rest], floor)])
+            scores = np.concatenate([scores[inside], np.minimum(part_scores[rest], tail)])
         plan = replace(plan, her=her)  # as applied: HeR's ranking dropped when it drifted
         t2 = time.perf_counter()
         ids = final.ids
@@ -461,41 +485,18 @@ class Searcher:
             if lacking:
                 got, vecs = snap.vectors_of(lacking)
                 vec_of.update({int(i): v for i, v in zip(got.tolist(), vecs)})
-        scores = np.minimum.accumulate(np.clip(scores, 0.0, 1.0)) if len(scores) else scores
-        hits = self._hits(ids, scores, q, snap, req, set(pinned), vec_of, query_thumb, copy_of)
+        hits = self._hits(ids, np.clip(scores, 0.0, 1.0), q, snap, req, set(pinned), vec_of, query_thumb, copy_of)
         if hits:
-            mu, sd = snap.similarity_scale
-            unit = sd * policy.neighbour_z(not snap.whitening.is_identity)  # the nearest-neighbour scale
-            # how close its best match in the whole library is, filter or not (the query's own file
-            # and copies left out): a photo the library does not hold reads as no match
-            best = float(near[0]) if len(near) else None
-            whole_photo = best is not None and req.box is None
-            neighbour = self._nearest_other(sl, same + copies, snap) if whole_photo else None
-            by_raw = whole_photo and snap.space.backbone in policy.MATCH_RAW_MODELS
-            matched = policy.match(None if best is None else (best - mu) / unit, best,
-                                   None if neighbour is None else (neighbour - mu) / unit,
-                                   self._best_raw(raw, sl, same + copies, snap) if by_raw else None)
-            scale = (mu, unit, her, matched, req.box is None)
-            # Each photo reads as it stands in the whole library's ranking, non-increasing down it:
-            # the running minimum passes through every photo there, those a filter leaves out
-            # (trial 15: a painting read 0.00 at rank 48, 0.975 first among a date filter's
-            # photos) and the copies One per duplicate hides, filter or not. The query's own file
-            # and copies read 1; a filter's photos beyond that ranking, their own, no more than its last.
-            own = [h.duplicate or h.copy for h in hits]
-            n = min(len(whole.ids), req.top + 200)
-            w_rel = self._relevance(whole.ids[:n], [float(v @ q) for v in whole.vectors[:n]], whole_scores[:n],
-                                    list(whole.vectors[:n]), scale, sl, same + copies)
-            w_rel[np.isin(whole.ids[:n], same + copies + [h.image_id for h, o in zip(hits, own) if o])] = 1.0
-            w_rel = np.minimum.accumulate(w_rel)
-            at = {int(i): r for i, r in zip(whole.ids[:n].tolist(), w_rel)}
-            rel = np.array([1.0 if o else at.get(h.ranked_id, np.nan) for h, o in zip(hits, own)])
+            # the query's own file and copies read 1; photos beyond the whole library's first
+            # results (a filter's own), their own relevance, no more than the last of those
+            rel = np.array([1.0 if h.duplicate or h.copy else at.get(h.ranked_id, np.nan) for h in hits])
             beyond = np.flatnonzero(np.isnan(rel))
             if len(beyond):
                 ids = np.array([hits[i].ranked_id for i in beyond], np.int64)
                 rel[beyond] = np.minimum(self._relevance(
                     ids, [hits[i].similarity for i in beyond], [hits[i].score for i in beyond],
-                    [vec_of.get(int(i)) for i in ids], scale, sl, same + copies), float(w_rel[-1]) if n else 1.0)
-            rel = np.minimum.accumulate(rel)
+                    [vec_of.get(int(i)) for i in ids], scale, sl, same + copies), floor)
+            rel = np.minimum.accumulate(rel)  # a guarantee: already in order
             for h, r in zip(hits, rel):
                 h.score = float(r)
         total = len(hits)
@@ -539,42 +540,20 @@ class Searcher:
         return None
 
     @staticmethod
-    def _reciprocal_first(final: Shortlist, scores: np.ndarray, q: np.ndarray, sl: Shortlist, own: list[int], snap
-                          ) -> tuple[Shortlist, np.ndarray]:
-        """HeR's ranking `final` with its scores (heat spread, best first), its warmest results
-        (policy.HEAT_TOP) that fail the reciprocal test (policy.reciprocal below 0.5) moved after
-        the warmest that pass, each keeping its score. Trial 16: the heat of an Eiffel search went
-        to the domes of the Invalides (18 photos of each): they came 5th to 15th, each far closer to
-        its own other photos than to the query, and the Eiffel photos after them read what the
-        list's running minimum left (0.00). `own`: the query's own file and copies, left in place."""
-        hot = np.flatnonzero(scores >= policy.HEAT_TOP)
-        hot = hot[~np.isin(final.ids[hot], own)]
-        if not len(hot):
-            return final, scores
-        mu, sd = snap.similarity_scale
-        unit = sd * policy.neighbour_z(not snap.whitening.is_identity)
-        near = Searcher._result_neighbours(final.ids[hot], final.vectors[hot], sl, own)
-        fail = hot[policy.reciprocal((final.vectors[hot] @ q - mu) / unit, (near - mu) / unit) < 0.5]
-        if not len(fail):
-            return final, scores
-        end = int(hot.max()) + 1
-        order = np.concatenate([np.setdiff1d(np.arange(end), fail), fail, np.arange(end, len(scores))])
-        return Shortlist(final.ids[order], final.sims[order], final.vectors[order]), scores[order]
-
-    @staticmethod
     def _relevance(ids, sims, scores, vectors, scale: tuple, sl: Shortlist, own: list[int]) -> np.ndarray:
         """(n,) float64: policy.relevance of results `ids` (n,) from their cosines to the query
         `sims` (n,) and ranking scores `scores` (n,), times policy.match and, for HeR's warmest
         (policy.HEAT_TOP) of a whole-photo search, policy.reciprocal against their own nearest
         photo (`_result_neighbours`; `vectors`: n of (D,) or None). scale: (mu, unit: the
         nearest-neighbour scale, her, matched, whole photo)."""
-        mu, unit, her, matched, whole_photo = scale
+        mu, unit, her, matched, whole_photo, whitened = scale
         u = (np.asarray(sims, np.float64) - mu) / unit
         r = np.asarray(scores, np.float64)
         rel = policy.relevance(u, r if her else (r - mu) / unit, her, matched)
-        hot = np.flatnonzero((r >= policy.HEAT_TOP) & np.array([v is not None for v in vectors], bool)) \
+        warm = policy.HEAT_TOP if whitened else policy.HEAT_WARM
+        hot = np.flatnonzero((r >= warm) & np.array([v is not None for v in vectors], bool)) \
             if her and whole_photo else np.zeros(0, np.int64)
-        if len(hot):  # HeR's warmest results against their own nearest photos (policy.HEAT_GAP)
+        if len(hot):  # HeR's warm results against their own nearest photos (policy.HEAT_GAP)
             near = Searcher._result_neighbours(np.asarray(ids)[hot], np.stack([vectors[i] for i in hot]), sl, own)
             rel[hot] *= policy.reciprocal(u[hot], (near - mu) / unit)
         return rel
