@@ -259,7 +259,7 @@ def table(by_set: dict, title: str):
 
 
 def scored(rows, weights):
-    """{set: [(relevance, right?, first of its search?)]} as the search would show them (non-increasing per query)."""
+    """{set: [(relevance, right?, first of its search?)]} as the search would show them (in relevance order per query)."""
     out: dict = {}
     i = 0
     while i < len(rows):
@@ -267,8 +267,9 @@ def scored(rows, weights):
         while j < len(rows) and rows[j][:2] == rows[i][:2]:
             j += 1
         t = np.array([inputs(r) for r in rows[i:j]]) @ np.asarray(weights)
-        rel = np.minimum.accumulate(rows[i][6] / (1 + np.exp(-np.clip(t, -50, 50))))  # policy.match's
-        out.setdefault(rows[i][0], []).extend((v, r[4], k == 0) for k, (v, r) in enumerate(zip(rel.tolist(), rows[i:j])))
+        rel = rows[i][6] / (1 + np.exp(-np.clip(t, -50, 50)))  # policy.match's
+        order = np.argsort(-rel, kind="stable")
+        out.setdefault(rows[i][0], []).extend((float(rel[o]), rows[i + o][4], k == 0) for k, o in enumerate(order))
         i = j
     return out
 
