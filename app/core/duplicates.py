@@ -108,6 +108,10 @@ class Member:
     similarity: float = 1.0  # pixel correlation with the one to keep (1 = the same pixels)
     why: str = ""  # for the one to keep: what put it first
     enlarged: bool = False  # made larger from a smaller photo of its group: more pixels, no more detail
+    # a symbolic link with the same bytes as a file of its group (`_mark_shadowed`): removing it frees
+    # nothing and loses nothing, so it is never the one to keep; a link to a better photo than the
+    # group's files is (trial 19: a half-size copy kept over a linked library's original)
+    shadowed: bool = False
     # size and sharpness as keep_order weighs them: those within EVEN of the group's largest (its
     # sharpest) count as it (`_even_out`); None: as they are
     size_rank: float | None = None
@@ -129,11 +133,11 @@ class Member:
 
 
 def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = False) -> tuple:
-    """Sort key: the original first; a symbolic link last of all (trial 11: a link kept, the photo
-    it points to offered as the copy to delete). turned: the photo is turned or mirrored against
-    most of its group (`turned_from_most`). When every rule ties, the older file (exact time),
-    then the name."""
-    return (m.link, added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank,
+    """Sort key: the original first; a symbolic link to the same bytes as a file of the group last
+    of all (`Member.shadowed`; trial 11: a link kept, the photo it points to offered as the copy to
+    delete). turned: the photo is turned or mirrored against most of its group
+    (`turned_from_most`). When every rule ties, the older file (exact time), then the name."""
+    return (m.shadowed, added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank,
             _minute(m.mtime), turned, -_ranked(m.size_rank, m.size), -_ranked(m.sharp_rank, m.sharpness),
             m.mtime or float("inf"), m.path)
 
@@ -199,8 +203,8 @@ def _minute(mtime: float) -> float:
 
 def kept_because(best: Member, other: Member, best_flags=(False, False, False), other_flags=(False, False, False)) -> str:
     """The rule of `keep_order` that put `best` before `other`, in words."""
-    if best.link != other.link:
-        return "the file itself, not a link to it"
+    if best.shadowed != other.shadowed:
+        return "the file itself, not a link to the same bytes"
     if best_flags[0] != other_flags[0]:
         return "no border added"
     if best_flags[1] != other_flags[1]:
@@ -557,6 +561,14 @@ def _made_from(big: Member, small: Member) -> bool:
     return True
 
 
+def _mark_shadowed(ms: list[Member], digests: dict[int, str]) -> None:
+    """Set `shadowed` on the symbolic links of a group that have the same bytes (`digests`:
+    {image_id: file digest}) as a file of it that is not a link."""
+    files = {digests.get(m.image_id) for m in ms if not m.link} - {None, ""}
+    for m in ms:
+        m.shadowed = m.link and digests.get(m.image_id) in files
+
+
 def _member(row) -> Member:
     return Member(row[0], paths.from_db(row[1]), row[2], row[3], row[4], row[5] or 0.0, row[6] or 0.0,
                   (row[12] or 0) / 1e9, row[11] or "", max(row[10], 0.0))
@@ -569,7 +581,7 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     crops: whether a copy that passes as the whole photo may still be told a crop (CROP_BETTER)."""
     if keep_row[7] and keep_row[7] == m_row[7]:
         if m.link:  # removing the link frees nothing and loses nothing
-            return "exact", f"a link to {os.path.basename(os.path.realpath(m.path))}, not a copy", 1.0
+            return "exact", f"a link to {paths.display(os.path.realpath(m.path))}, not a copy", 1.0
         return "exact", RELATIONS["exact"], 1.0
     ncc, change = frame_scores([keep_row[9]], [m_row[9]])
     k = int(best_turns(ncc)[0])
@@ -636,6 +648,7 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlar
         if len(ms) < 2:
             continue
         _mark_enlarged(ms, crop_of, enlarged)
+        _mark_shadowed(ms, {m.image_id: rows[m.image_id][7] for m in ms})
         least = min(m.border for m in ms)
         turned = dict(zip([m.image_id for m in ms],
                           turned_from_most([b"" if m.image_id in crop_of else rows[m.image_id][9] for m in ms])))
@@ -711,6 +724,7 @@ def keeper(rows: list[dict], answers: dict) -> int:
     ms = [Member(i, r["path"], r["width"], r["height"], r["size"] or 0, 0.0, r["sharpness"] or 0.0,
                  (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0)) for i, r in enumerate(rows)]
     _mark_enlarged(ms, {}, answers)
+    _mark_shadowed(ms, {i: r.get("digest") for i, r in enumerate(rows)})
     least = min(m.border for m in ms)
     turned = turned_from_most([r.get("thumb") or b"" for r in rows])
     flags = {m.image_id: (m.border > least + BORDER_ADDED, False, turned[m.image_id]) for m in ms}

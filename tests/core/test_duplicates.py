@@ -497,6 +497,37 @@ def test_a_link_is_never_the_one_to_keep_and_says_it_is_a_link(tmp_path):
     assert "link" in keep.why, keep.why
 
 
+def test_a_link_to_the_better_photo_is_kept_over_a_smaller_copy(tmp_path):
+    """Trial 19: a library whose photos are links to files elsewhere (a linked library), and a
+    half-size re-encode of one of them saved beside it as a file: Duplicates kept the small copy
+    ("the file itself, not a link to it"), called the original "enlarged to 200 %" and One per
+    duplicate showed the 512 px copy. A link loses only to the same bytes; else the pixels decide.
+    And a link whose target has its own name says where that file is."""
+    src = shared_photos("ukbench", 1)[0]
+    elsewhere = tmp_path / "drive"
+    elsewhere.mkdir()
+    (elsewhere / "photo.jpg").write_bytes(src.read_bytes())
+    d = tmp_path / "photos"
+    d.mkdir()
+    (d / "photo.jpg").symlink_to(elsewhere / "photo.jpg")
+    photo = Image.open(src).convert("RGB")
+    photo.resize((photo.width // 2, photo.height // 2), Image.LANCZOS).save(d / "a-small.jpg", quality=90)
+    (d / "copy.jpg").write_bytes(src.read_bytes())  # the same bytes as the link's file
+    groups = indexed_groups(tmp_path / "home", d)
+    assert len(groups) == 1
+    by_name = {Path(m.path).name: m for m in groups[0].members}
+    # the file itself first: a link to the same bytes after it
+    assert Path(groups[0].members[0].path).name == "copy.jpg", [(n, m.reason) for n, m in by_name.items()]
+    link, small = by_name["photo.jpg"], by_name["a-small.jpg"]
+    assert "link" in link.reason and str(elsewhere) in link.reason, link.reason
+    assert small.relation == "resized" and "enlarged" not in small.reason, small.reason
+    (d / "copy.jpg").unlink()  # now only the link holds the original's pixels
+    groups = indexed_groups(tmp_path / "home", d)
+    keep, small = groups[0].members
+    assert Path(keep.path).name == "photo.jpg" and small.relation == "resized", (keep.why, small.reason)
+    assert "pixels" in keep.why, keep.why
+
+
 def test_of_identical_copies_made_in_one_minute_the_older_is_kept(tmp_path):
     """Trial 14: a byte copy made 0.3 s after its original, in a folder whose name sorts first
     ("copies/" before "misc/"), was kept "identical by every rule, first by name"."""
