@@ -987,7 +987,7 @@ class MainWindow(QMainWindow):
             viewer.drawBoxOn.connect(self._draw_box_on)
             viewer.heatToggled.connect(self.heat_action.setChecked)
             viewer.currentChanged.connect(lambda row: self.results_view.setCurrentIndex(self.results_model.index(row)))
-        viewer.show_results(self._shown_hits(), index.row(), self.heat_action.isChecked())
+        viewer.show_results(self._shown_hits(), index.row(), self.heat_action.isChecked(), fitted=not viewer.isVisible())
         viewer.show()
         viewer.raise_()
 

@@ -187,9 +187,13 @@ class ViewerDialog(QDialog):
     def hit(self):
         return self.hits[self.row] if 0 <= self.row < len(self.hits) else None
 
-    def show_results(self, hits, row: int, heat: bool) -> None:
+    def show_results(self, hits, row: int, heat: bool, fitted: bool = False) -> None:
+        """Show result `row` of `hits`; fitted: opened afresh, so the photo fits the window whatever
+        zoom it was closed at (trial 19: it reopened at 47 %, a small photo tiny)."""
         self.hits, self.row, self._end = list(hits), row, ""
         self.heat_check.setChecked(heat)
+        if fitted and not self.fit:
+            self.toggle_fit()
         self._render()
 
     def step(self, d: int) -> None:

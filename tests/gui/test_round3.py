@@ -93,6 +93,13 @@ def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window
         [(b.value(), b.maximum()) for b in bars]
     qtbot.keyClick(viewer.scroll, Qt.Key_H)
     assert viewer.heat_check.isChecked() and viewer.heat_check.text() == "Heat overlay"
+    qtbot.keyClick(viewer.scroll, Qt.Key_Minus)
+    assert not viewer.fit
+    qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
+    qtbot.waitUntil(lambda: not viewer.isVisible(), timeout=5000)
+    # (trial 19) opened again, the photo is fitted, not at the zoom it was closed at
+    viewer = open_viewer(qtbot, window, 2)
+    assert viewer.fit and "%" not in viewer.caption.text(), viewer.caption.text()
     viewer.close()
 
 
