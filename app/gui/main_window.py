@@ -592,8 +592,8 @@ class MainWindow(QMainWindow):
             self.refresh_library(ev.data)
             if self.index_cmd is not None and self.last_progress is not None:
                 self._show_progress(self.last_progress)
-        elif kind == "log":
-            self.index_label.setText(ev.data)
+        elif kind == "log":  # the core's lines are the CLI's ("heatsearch: ..."): a sentence here
+            self.index_label.setText(ev.data[:1].upper() + ev.data[1:])
         elif kind in ("done", "failed") and ev.command == self.index_cmd:
             self._index_finished(ev)
         elif kind in ("done", "failed") and ev.command in self._forgetting:

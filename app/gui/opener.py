@@ -21,7 +21,8 @@ def open_library(home: Path, library: str | None = None, parent=None, interactiv
         svc = LibraryService(home, settings, library=library)
     except LibraryBusyError as e:
         if not interactive or QMessageBox.question(parent, "HeatSearch is already open",
-                                                   f"{e}.\n\nOpen it read-only (search only)?") != QMessageBox.Yes:
+                                                   f"{str(e)[:1].upper()}{str(e)[1:]}.\n\nOpen it read-only (search only)?"
+                                                   ) != QMessageBox.Yes:
             raise
         svc = LibraryService(home, settings, library=library, read_only=True)
     try:

@@ -486,10 +486,38 @@ def test_a_read_only_window_follows_what_the_writer_adds(qtbot, tmp_path, photo_
     assert "3 photos searchable" in win.library.summary.text()
     writer.run(writer.index([photo_dir]), timeout=120)
     qtbot.waitUntil(lambda: "12 photos searchable" in win.library.summary.text(), timeout=15000)
+    # (trial 19) what the status line says of it, in plain words: it read "search index caught up
+    # with the catalog (9 new, 0 gone)"
+    said = win.index_label.text()
+    assert said[:1].isupper() and "catalog" not in said and "index" not in said and "9 new" in said, said
     res = search(qtbot, win, photo_dir / "scene3" / "img2.jpg")
     assert res is not None and len(res.hits) == 12
     win.shutdown()
     writer.close()
+
+
+def test_a_second_window_asks_in_a_sentence_before_opening_read_only(qtbot, tiny_home):
+    """(trial 19) Opening a library another HeatSearch holds asks whether to open it read-only;
+    the question began in lower case ("the library in ... is in use by ..."). No: nothing opens."""
+    from app.core.errors import LibraryBusyError
+    from app.core.library.service import LibraryService
+    from app.gui.opener import open_library
+    from tests.gui.conftest import tiny_settings
+
+    writer = LibraryService(tiny_home, tiny_settings())
+    asked = []
+
+    def answer(dlg):
+        asked.append(dlg.text())
+        qtbot.keyClick(dlg, Qt.Key_Escape)
+
+    try:
+        when_modal(answer)
+        with pytest.raises(LibraryBusyError):
+            open_library(tiny_home)
+    finally:
+        writer.close()
+    assert asked and asked[0].startswith("The library in ") and "read-only" in asked[0], asked
 
 
 def test_a_box_drawn_with_the_keyboard(qtbot, window, photo_dir):

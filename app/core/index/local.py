@@ -68,7 +68,7 @@ class LocalIndex:
         for chunk in _chunks(lacking, 5000):
             self.store.append(chunk, self.whitening.apply(self.catalog.raw_descriptors(chunk, sid, self.space.info.channels)))
         self.saved_generation = -1
-        self.log(f"search index caught up with the catalog ({len(fresh) + len(lacking)} new, {len(gone)} gone)")
+        self.log(f"caught up with the library ({len(fresh) + len(lacking)} new, {len(gone)} gone)")
         return gen
 
     def rebuild(self, cancelled=None) -> None:
