@@ -25,8 +25,11 @@ THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell
 
 def shown_score(score: float) -> float:
     """A relevance as the grid, the preview and the viewer show it (two decimals): what the cut-off
-    compares (trial 13: results that read "1.00" vanished at "min 1.00")."""
-    return round(max(0.0, min(1.0, score)), 2)
+    compares (trial 13: results that read "1.00" vanished at "min 1.00"). 1.00 is the query's own
+    file and its copies alone: any other photo reads 0.99 at most (trial 19: 29 photos of a
+    landmark read "1.00", which the README keeps for the photo itself)."""
+    s = max(0.0, min(1.0, score))
+    return 1.0 if s >= 1.0 else min(round(s, 2), 0.99)
 
 class ResultsModel(QAbstractListModel):
     """Rows = hits of the latest search, best first."""

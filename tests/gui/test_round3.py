@@ -1815,3 +1815,14 @@ def test_a_drag_whose_release_was_lost_ends_at_the_next_move(qtbot, window, phot
                           check_params_cb=lambda res: res is not None and res.plan.box_mode != "map"):
         QApplication.sendEvent(view, lost)  # the release went elsewhere
     assert not view.box_in_motion() and window.last_request.mode != "map"
+
+
+def test_only_the_query_itself_reads_1_00():
+    """(trial 19) 29 photos of a landmark read "1.00" in the grid (relevance 0.995 and more),
+    which the README keeps for the query's own file and its copies (exactly 1): the others read
+    0.99 at most, and the cut-off compares what is shown."""
+    from app.gui.results import shown_score
+
+    assert shown_score(1.0) == 1.0 and shown_score(1.2) == 1.0
+    assert shown_score(0.9999) == 0.99 and shown_score(0.995) == 0.99 and shown_score(0.994) == 0.99
+    assert shown_score(0.5) == 0.5 and shown_score(0.004) == 0.0 and shown_score(-1) == 0.0
