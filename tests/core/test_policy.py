@@ -88,10 +88,9 @@ def test_a_filter_leaves_each_photos_relevance_as_it_is_in_the_whole_library(sma
     assert within.hits and all(h.path.startswith(only) for h in within.hits)
     ys = [h.path for h in whole.hits if h.path.startswith(only)]
     assert [h.path for h in within.hits][: len(ys)] == ys  # in the whole library's order
-    # each relevance as in the whole library (or higher only where a photo of another folder
-    # ranked above it there held it down: relevance never rises down a list)
+    # each relevance as in the whole library: each photo's own, filter or not
     assert within.hits[0].score == pytest.approx(max(before[p] for p in ys[:1]), abs=1e-6)
-    assert all(h.score >= before[h.path] - 1e-9 for h in within.hits)
+    assert all(h.score == pytest.approx(before[h.path], abs=1e-9) for h in within.hits if h.path in before)
 
 
 # the ten Louvre photos of trial 5's library (its 2019 folder)
@@ -152,7 +151,7 @@ def test_a_filter_shows_every_photo_of_its_folder_that_the_whole_library_ranks(s
         assert all(h.path.startswith(only) for h in within.hits)
         got = [(h.path, h.score) for h in within.hits][: len(ys)]
         assert [p for p, _ in got] == [p for p, _ in ys], query.name
-        assert all(a == pytest.approx(b, abs=1e-6) or a > b for (_, a), (_, b) in zip(got, ys)), query.name
+        assert all(a == pytest.approx(b, abs=1e-9) for (_, a), (_, b) in zip(got, ys)), query.name
 
 
 

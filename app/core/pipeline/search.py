@@ -82,11 +82,11 @@ def _described(d: Described, req) -> Described:
 
 @dataclass
 class Hit:
-    """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], non-increasing
-    with rank: policy.relevance of the similarity on the nearest-neighbour scale and the score the
+    """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], each photo's own;
+    the results are in its order (non-increasing with rank): policy.relevance of the similarity on the nearest-neighbour scale and the score the
     ranking used (cosine for a plain search, cosine to the expanded query with QE, with HeR the
     heat spread over the shortlist from 1 (best) to 0 (last)), times policy.match (a search whose best
-    match is not close reads as no match) and, for HeR's warmest results, policy.reciprocal (one
+    match is not close reads as no match) and, for HeR's warm results, policy.reciprocal (one
     far closer to its own nearest photo than to the query reads lower). similarity: plain cosine of the
     query and this photo (in the searched, whitened space). state: ok | offline (its folder is not reachable) |
     missing (the file is gone). duplicate: the same file as the query; copy: the same photo resized,
@@ -542,10 +542,11 @@ class Searcher:
     @staticmethod
     def _relevance(ids, sims, scores, vectors, scale: tuple, sl: Shortlist, own: list[int]) -> np.ndarray:
         """(n,) float64: policy.relevance of results `ids` (n,) from their cosines to the query
-        `sims` (n,) and ranking scores `scores` (n,), times policy.match and, for HeR's warmest
-        (policy.HEAT_TOP) of a whole-photo search, policy.reciprocal against their own nearest
-        photo (`_result_neighbours`; `vectors`: n of (D,) or None). scale: (mu, unit: the
-        nearest-neighbour scale, her, matched, whole photo)."""
+        `sims` (n,) and ranking scores `scores` (n,), times policy.match and, for HeR's warm
+        results of a whole-photo search (heat policy.HEAT_TOP or more; unwhitened
+        policy.HEAT_WARM), policy.reciprocal against their own nearest photo
+        (`_result_neighbours`; `vectors`: n of (D,) or None). scale: (mu, unit: the
+        nearest-neighbour scale, her, matched, whole photo, whitened)."""
         mu, unit, her, matched, whole_photo, whitened = scale
         u = (np.asarray(sims, np.float64) - mu) / unit
         r = np.asarray(scores, np.float64)
@@ -595,7 +596,7 @@ class Searcher:
         copy_of = copy_of or {}
         ids = [int(i) for i in ids[: req.top + 200]]
         rows = self.svc.image_rows(ids)
-        # One per duplicate: each set of copies keeps the place of its best-ranked copy and shows
+        # One per duplicate: each set of copies keeps the place of its first copy in the list and shows
         # the photo Duplicates would keep (the original), unless the query's own photo is among them
         by_digest: dict[str, int] = {}  # digest -> its set
         copies = CopyFilter()  # one photo of each set shown so far, in the order shown
