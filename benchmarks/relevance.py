@@ -153,21 +153,28 @@ def filtered_out(qs, home: Path):
 
 
 def record(home: Path, qs, top: int):
-    """[(set, query n, u, r, right?, her?, policy.match of the search)] from searches in this process; pinned/junk results left out."""
-    from app.core import policy
+    """[(set, query n, u, r, right?, her?, policy.match of the search)] from searches in this process; pinned/junk results left out.
+    Each result's inputs are taken where the search computes them (Searcher._relevance over the
+    whole library's first results, in ranking order) and paired with it by its id: the list is
+    in relevance order, not the ranking's."""
     from app.core.catalog.records import Filters
     from app.core.config import Settings
     from app.core.library.service import LibraryService
     from app.core.pipeline.search import SearchRequest, Searcher
 
-    seen = []
-    real = policy.relevance
+    seen = {}
+    real = Searcher._relevance
 
-    def recording(u, r, her, matched=1.0):  # the inputs as the shipped search computes them
-        seen.append((np.asarray(u, np.float64), np.asarray(r, np.float64), bool(her), float(matched)))
-        return real(u, r, her, matched)
+    def recording(ids, sims, scores, vectors, scale, sl, own):  # the inputs as the shipped search computes them
+        mu, unit, her, matched = scale[:4]
+        r = np.asarray(scores, np.float64)
+        if not seen:  # the first call: the whole library's first results
+            u = (np.asarray(sims, np.float64) - mu) / unit
+            seen.update({int(i): (float(a), float(b)) for i, a, b in zip(ids, u, r if her else (r - mu) / unit)},
+                        her=her, matched=matched)
+        return real(ids, sims, scores, vectors, scale, sl, own)
 
-    policy.relevance = recording
+    Searcher._relevance = staticmethod(recording)
     svc = LibraryService(home, Settings())
     svc.wait_ready()
     searcher = Searcher(svc)
@@ -180,14 +187,14 @@ def record(home: Path, qs, top: int):
             res = searcher.search(req)
             if not seen:
                 continue
-            u, r, her, matched = seen[0]
-            for h, ui, ri in zip(res.hits, u, r):  # min_score -1: hits[i] is the i-th scored
+            for h in res.hits:
                 p = str(Path(h.path).resolve())
-                if p in junk or p == path:
-                    continue
-                rows.append((name, n, float(ui), float(ri), p in right, her, matched))
+                if p in junk or p == path or h.ranked_id not in seen:
+                    continue  # (a filter's photos beyond the whole library's first results: no inputs)
+                ui, ri = seen[h.ranked_id]
+                rows.append((name, n, ui, ri, p in right, seen["her"], seen["matched"]))
     finally:
-        policy.relevance = real
+        Searcher._relevance = staticmethod(real)
         svc.close()
     return rows
 
@@ -328,7 +335,7 @@ def main():
             saved = h / "relevance-fit-rows.json"
             mine = in_library(queries(a.ukbench), h)
             # what the saved searches depend on besides the library: the queries and the scale of u
-            key = [len(mine), a.top, policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED, "match",
+            key = [len(mine), a.top, "paired by id", policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED, "match",
                    policy.MATCH_U, policy.MATCH_COSINE, *policy.MATCH_STEEPNESS, policy.MATCH_RAW,
                    policy.MATCH_RAW_STEEPNESS, *policy.MATCH_RAW_MODELS,
                    policy.RECIPROCAL_GAP, policy.RECIPROCAL_STEEPNESS, policy.NEAR_SHOT]
