@@ -83,8 +83,8 @@ def _described(d: Described, req) -> Described:
 @dataclass
 class Hit:
     """score: the relevance shown (grid, viewer, --json, the cut-off), in (0, 1], each photo's own;
-    the results are in its order (non-increasing with rank): policy.relevance of the similarity on the nearest-neighbour scale and the score the
-    ranking used (cosine for a plain search, cosine to the expanded query with QE, with HeR the
+    the results are in its order (non-increasing with rank): policy.relevance of the similarity on
+    the nearest-neighbour scale and the score the ranking used (cosine for a plain search, cosine to the expanded query with QE, with HeR the
     heat spread over the shortlist from 1 (best) to 0 (last)), times policy.match (a search whose best
     match is not close reads as no match) and, for HeR's warm results, policy.reciprocal (one
     far closer to its own nearest photo than to the query reads lower). similarity: plain cosine of the
