@@ -148,7 +148,9 @@ class ViewerDialog(QDialog):
         (the wheel zoomed about the photo's top-left corner)."""
         if anchor is None:  # the keys zoom about the middle of what is shown (trial 10: the top-left corner)
             anchor = self.scroll.viewport().rect().center()
-        at = self._photo_point(anchor)
+        # a photo still loading zooms about its middle (a + pressed before it was drawn, after a
+        # step or a resize, left the zoomed photo at its top-left corner)
+        at = self._photo_point(anchor) or (0.5, 0.5)
         img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
         if self.fit:
             vp = self.scroll.viewport().size()
@@ -163,7 +165,7 @@ class ViewerDialog(QDialog):
         self.zoom = min(z, max(8.0, self.zoom)) if factor > 1 else max(z, min(0.05, self.zoom))
         self._render()
         pm = self.picture.pixmap()
-        if at is not None and pm is not None and not pm.isNull():
+        if pm is not None and not pm.isNull():
             def place():
                 self.scroll.horizontalScrollBar().setValue(round(at[0] * pm.width() - anchor.x()))
                 self.scroll.verticalScrollBar().setValue(round(at[1] * pm.height() - anchor.y()))
