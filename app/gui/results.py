@@ -18,7 +18,8 @@ from .query_view import rgba_qimage
 
 HitRole = Qt.UserRole + 1
 MIN_CELL = 150  # px: the narrowest cell; the view fits as many columns as the width allows
-CAPTION = 36  # px under the thumbnail: file name, then relevance (bar and number)
+CAPTION = 50  # px under the thumbnail: file name (two lines), then relevance (bar and number)
+NAME_LINES = 2  # a long file name wraps onto a second line, elided in its middle only beyond that
 THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
 
 
@@ -53,7 +54,7 @@ class ResultsModel(QAbstractListModel):
             if h.hidden_copies:  # One per duplicate: what this tile stands for
                 dup += f"\nalso stands for {copies_words(len(h.hidden_copies))} (One per duplicate):" + "".join(
                     f"\n  {display(p)}" for p in h.hidden_copies[:8]) + ("\n  …" if len(h.hidden_copies) > 8 else "")
-            return (f"{display(h.path)}\nrank {h.rank} · relevance {h.score:.2f} · similarity {h.similarity:.3f}"
+            return (f"{display(h.path)}\nrank {h.rank} · relevance {shown_score(h.score):.2f} · similarity {h.similarity:.3f}"
                     f"{dup}{extra}")
         if role == HitRole:
             return h
@@ -117,9 +118,20 @@ class ThumbnailDelegate(QStyledItemDelegate):
 
     @staticmethod
     def caption(hit: Hit, font: QFont, width: int) -> tuple[str, str]:
-        """(file name as it fits `width` px, relevance as the viewer and --json give it)."""
-        name = QFontMetrics(font).elidedText(os.path.basename(display(hit.path)), Qt.ElideMiddle, width)
-        return name, f"{shown_score(hit.score):.2f}"
+        """(file name as it fits `width` px on NAME_LINES lines joined by "\n", relevance as the
+        viewer and --json give it). A long name breaks after a "_", "-", "." or space where one
+        lies in the second half of the first line, else where the line is full; only what
+        overflows the last line is elided, in its middle (trial 19: names cut in the middle on one
+        line at every window size)."""
+        fm = QFontMetrics(font)
+        rest, lines = os.path.basename(display(hit.path)), []
+        while len(lines) < NAME_LINES - 1 and fm.horizontalAdvance(rest) > width:
+            fit = next(n for n in range(len(rest), 0, -1) if fm.horizontalAdvance(rest[:n]) <= width or n == 1)
+            cut = max((i + 1 for i, c in enumerate(rest[:fit]) if c in "_-. " and i + 1 >= fit // 2), default=fit)
+            lines.append(rest[:cut])
+            rest = rest[cut:]
+        lines.append(fm.elidedText(rest, Qt.ElideMiddle, width))
+        return "\n".join(lines), f"{shown_score(hit.score):.2f}"
 
     def paint(self, p: QPainter, option, index):
         hit: Hit | None = index.data(HitRole)
@@ -180,9 +192,9 @@ class ThumbnailDelegate(QStyledItemDelegate):
         text_color = option.palette.highlightedText().color() if selected else option.palette.text().color()
         p.setFont(option.font)
         p.setPen(text_color)
-        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 16)
+        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 15 * NAME_LINES)
         name, value = self.caption(hit, option.font, line.width())
-        p.drawText(line, Qt.AlignHCenter | Qt.AlignVCenter, name)
+        p.drawText(line, Qt.AlignHCenter | Qt.AlignTop, name)
         value_w = QFontMetrics(option.font).horizontalAdvance("0.00") + 4
         row = QRect(rect.x(), line.bottom() + 1, rect.width(), 14)
         bar = QRect(row.x(), row.center().y() - 2, row.width() - value_w, 5)

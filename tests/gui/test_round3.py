@@ -3,6 +3,7 @@ key presses and clicks on the widgets. Each test failed on the code before the f
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -635,8 +636,22 @@ def test_10_the_grid_shows_whole_names_and_the_relevance_the_viewer_shows(qtbot,
     width = window.delegate.sizeHint(None, None).width() - 6
     name, value = window.delegate.caption(hit, window.results_view.font(), width)
     assert name == Path(hit.path).name  # a camera-style name fits the cell whole
+    # (trial 19) a longer name wraps onto a second line, broken after a "_", and is whole
+    hits = window.results_model.hits
+    long = replace(hits[2], path=str(d / "Trust_PowerCam_Zoom_LCD_710_holiday.jpg"))
+    name = window.delegate.caption(long, window.results_view.font(), width)[0]
+    assert "\n" in name and name.replace("\n", "") == "Trust_PowerCam_Zoom_LCD_710_holiday.jpg", name
+    assert name.split("\n")[0].endswith("_")
+    # one too long for two lines keeps its start and its end
+    longer = replace(hits[2], path=str(d / ("a_very_long_name_from_an_export_tool_" * 3 + "0042.jpg")))
+    first, second = window.delegate.caption(longer, window.results_view.font(), width)[0].split("\n")
+    assert first.startswith("a_very_long") and "…" in second and second.endswith("0042.jpg"), (first, second)
     viewer = open_viewer(qtbot, window, row=1)
     assert f"relevance {value}" in viewer.caption.text()
+    # and the tooltip reads the number the grid shows (it gave "1.00" for a photo the grid read 0.99)
+    viewer.close()
+    window.results_model.set_hits([hits[0], replace(hits[1], score=0.996)])
+    assert "relevance 0.99 " in window.results_model.data(window.results_model.index(1), Qt.ToolTipRole)
 
 
 def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot, window):
