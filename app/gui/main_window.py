@@ -937,6 +937,11 @@ class MainWindow(QMainWindow):
             msg = f"{shown} shown of {len(hits)}; the cut-off hides {hidden}"
         else:
             msg = f"{len(hits)} results"
+        others = [shown_score(h.score) for h in hits if not (h.duplicate or h.copy)]
+        if shown and others and max(others) < 0.5:
+            # every photo reads as no match (trial 19: after the query's own folder was removed,
+            # 100 results at 0.00 were listed as if they were found)
+            msg += f"; no {'other ' if len(others) < len(hits) else ''}close match (best {max(others):.2f})"
         self.results_view.set_empty_note(
             f"No result reads {cut:.2f} or more (the relevance cut-off): the library may hold nothing like this.\n"
             f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButto
 
 from app.core.heatmap import normalise
 from app.core.imageio import open_oriented
+from app.gui.results import shown_score
 from tests.conftest import write_pairs, write_photo
 from tests.gui.conftest import (add_and_pause, answer_file_dialog, index_folder, make_window, tiny_settings, wait_idle,
                                 when_modal)
@@ -279,6 +280,10 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
     assert sorted(Path(h.path).name for h in window.results_model.hits) == sorted(f"k{i}.png" for i in range(6))
     assert "is no longer among the results" in window.status_label.text()
+    # (trial 19) a photo of the removed folder, searched again: its results say none is a match
+    search(qtbot, window, root / "drop" / "d0.png")
+    best = max(shown_score(h.score) for h in window.results_model.hits)
+    assert best < 0.5 and window.results.info.text() == f"6 results; no close match (best {best:.2f})"
 
 
 def test_the_viewer_pages_through_what_the_cutoff_shows(qtbot, window, photo_dir):
