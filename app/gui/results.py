@@ -19,7 +19,6 @@ from .query_view import rgba_qimage
 HitRole = Qt.UserRole + 1
 MIN_CELL = 150  # px: the narrowest cell; the view fits as many columns as the width allows
 CAPTION = 50  # px under the thumbnail: file name (two lines), then relevance (bar and number)
-NAME_LINES = 2  # a long file name wraps onto a second line, elided in its middle only beyond that
 THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
 
 
@@ -118,20 +117,22 @@ class ThumbnailDelegate(QStyledItemDelegate):
 
     @staticmethod
     def caption(hit: Hit, font: QFont, width: int) -> tuple[str, str]:
-        """(file name as it fits `width` px on NAME_LINES lines joined by "\n", relevance as the
-        viewer and --json give it). A long name breaks after a "_", "-", "." or space where one
-        lies in the second half of the first line, else where the line is full; only what
-        overflows the last line is elided, in its middle (trial 19: names cut in the middle on one
-        line at every window size)."""
+        """(file name as it fits `width` px on one line or two joined by "\n", relevance as the
+        viewer and --json give it). A long name breaks after a "_", "-", "." or space (not its
+        extension's dot): where the rest fits the second line, nearest the name's middle; else where
+        the first line is full. Only what overflows the second line is elided, in its middle (trial
+        19: names cut in the middle on one line at every window size)."""
         fm = QFontMetrics(font)
-        rest, lines = os.path.basename(display(hit.path)), []
-        while len(lines) < NAME_LINES - 1 and fm.horizontalAdvance(rest) > width:
-            fit = next(n for n in range(len(rest), 0, -1) if fm.horizontalAdvance(rest[:n]) <= width or n == 1)
-            cut = max((i + 1 for i, c in enumerate(rest[:fit]) if c in "_-. " and i + 1 >= fit // 2), default=fit)
-            lines.append(rest[:cut])
-            rest = rest[cut:]
-        lines.append(fm.elidedText(rest, Qt.ElideMiddle, width))
-        return "\n".join(lines), f"{shown_score(hit.score):.2f}"
+        name = os.path.basename(display(hit.path))
+        value = f"{shown_score(hit.score):.2f}"
+        if fm.horizontalAdvance(name) <= width:
+            return name, value
+        fit = max(1, next((n for n in range(len(name), 0, -1) if fm.horizontalAdvance(name[:n]) <= width), 1))
+        ext = name.rfind(".")
+        cuts = [i + 1 for i, c in enumerate(name[:fit]) if c in "_-. " and i != ext and i + 1 < len(name)]
+        whole = [c for c in cuts if fm.horizontalAdvance(name[c:]) <= width]
+        cut = min(whole, key=lambda c: abs(c - len(name) / 2)) if whole else max(cuts, default=fit)
+        return f"{name[:cut]}\n{fm.elidedText(name[cut:], Qt.ElideMiddle, width)}", value
 
     def paint(self, p: QPainter, option, index):
         hit: Hit | None = index.data(HitRole)
@@ -192,7 +193,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         text_color = option.palette.highlightedText().color() if selected else option.palette.text().color()
         p.setFont(option.font)
         p.setPen(text_color)
-        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 15 * NAME_LINES)
+        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 30)
         name, value = self.caption(hit, option.font, line.width())
         p.drawText(line, Qt.AlignHCenter | Qt.AlignTop, name)
         value_w = QFontMetrics(option.font).horizontalAdvance("0.00") + 4
