@@ -19,16 +19,18 @@ DEFAULT_MAX_SIDE = 512
 
 
 # Settings presets (Settings dialog, "Search quality and speed"), chosen by measurement
-# (docs/METHOD.md, "Presets"). Each sets the fields that define the descriptor space.
+# (docs/METHOD.md, "Presets"). Each sets the fields that define the descriptor space; their models
+# are built in, so a preset has no weights file (trial 20: Balanced chosen after ResNet50 kept its
+# weights file and was refused as "does not match the architecture").
 PRESETS = {
-    "balanced": {"backbone": DEFAULT_BACKBONE, "max_side": DEFAULT_MAX_SIDE, "precision": "exact",
+    "balanced": {"backbone": DEFAULT_BACKBONE, "weights": "", "max_side": DEFAULT_MAX_SIDE, "precision": "exact",
                  "help": "EfficientNet-Lite2 at the measured best size: the best results on every test set at a third "
                          "of the time of 1024 px"},
-    "quality": {"backbone": DEFAULT_BACKBONE, "max_side": 1024, "precision": "exact",
+    "quality": {"backbone": DEFAULT_BACKBONE, "weights": "", "max_side": 1024, "precision": "exact",
                 "help": "Photos analysed at 1024 px: finer detail for small objects, about 2.5x slower indexing"},
     # exact: Lite0 in int8 lost 1.9 mAP on one shared column and indexed no faster end to end (the
     # photos' decoding is most of the time); bf16 was not measured for Lite0 (README "Engines")
-    "speed": {"backbone": "efficientnet-lite0", "max_side": 512, "precision": "exact",
+    "speed": {"backbone": "efficientnet-lite0", "weights": "", "max_side": 512, "precision": "exact",
               "help": "EfficientNet-Lite0 at 512 px: the smaller model; indexing about 1.2x faster, results a little different"},
 }
 

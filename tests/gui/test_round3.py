@@ -1680,6 +1680,27 @@ def test_an_empty_folder_says_it_holds_no_photos(qtbot, window, tmp_path):
     assert window.library.folder_list.item(0).text() == "empty\nno photos found in it"
 
 
+def test_a_preset_chosen_after_another_model_drops_its_weights_file(qtbot, window):
+    """Trial 20: Settings > Advanced > ResNet50 with a weights file, later Balanced (recommended):
+    the dialog kept the weights file and OK was refused ("does not match the architecture"); the
+    way out was to clear the field by hand. A preset's model is built in: it has none."""
+    seen = {}
+
+    def use_dialog(dlg):
+        qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        dlg.weights.setFocus()
+        qtbot.keyClicks(dlg.weights, "/tmp/resnet50-mine.pth")
+        b = dlg.preset_buttons["balanced"]
+        qtbot.mouseClick(b, Qt.LeftButton, pos=QPoint(8, b.height() // 2))
+        seen["weights"], seen["preset"] = dlg.weights.text(), dlg.result_settings().preset
+        qtbot.keyClick(dlg, Qt.Key_Escape)
+
+    when_modal(use_dialog)
+    menu_action(window, "Settings…").trigger()
+    assert seen == {"weights": "", "preset": "balanced"}, seen
+    assert window.svc.settings.backbone == "tiny-random"  # cancelled: nothing changed
+
+
 def test_settings_ok_keeps_the_number_of_results_the_toolbar_shows(qtbot, window):
     """Trial 12: Show 200 in the toolbar, then Settings > OK: back to 100 (the dialog read the
     saved settings, not the toolbar)."""
