@@ -66,7 +66,8 @@ def _reason(e: Exception) -> str:
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     text = str(e).splitlines()[0][:160] if str(e) else ""
-    if text.startswith("image file is truncated"):  # Pillow's words, with a byte count nobody needs
+    if "truncated" in text.lower():  # Pillow's words ("image file is truncated (3 bytes not
+        # processed)", "Truncated File Read": trial 20), with a byte count nobody needs
         return "the file ends early (an incomplete copy or download)"
     if isinstance(e, (OSError, ValueError, SyntaxError, EOFError)):
         return text or "the file ends or breaks off early"

@@ -1,6 +1,7 @@
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -66,6 +67,13 @@ def test_a_file_that_ends_early_is_said_in_words():
     with tempfile.TemporaryDirectory() as t:
         f = Path(t) / "cut.jpg"
         f.write_bytes(data[: len(data) - 2000])
+        with pytest.raises(ImageError) as e:
+            decode(f)
+    assert str(e.value) == "corrupt or truncated image: the file ends early (an incomplete copy or download)"
+    # (trial 20) a JPEG header and then noise: Pillow's "Truncated File Read" reached the Log
+    with tempfile.TemporaryDirectory() as t:
+        f = Path(t) / "broken_IMG_0042.jpg"
+        f.write_bytes(b"\xff\xd8\xff\xe0" + np.random.default_rng(42).bytes(3000))
         with pytest.raises(ImageError) as e:
             decode(f)
     assert str(e.value) == "corrupt or truncated image: the file ends early (an incomplete copy or download)"
