@@ -37,6 +37,7 @@ from .widgets import ElidedLabel, choose_path
 from .workers import Background, CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
+DONE_KEPT_S = 120  # s an "Indexing done" line stays when the checks after it find nothing new
 ESTIMATED_RATE = 8.0  # photos/s of the default model on a 2-core laptop (README "Speed"), until one is measured here
 REFRESH_MS = 3000  # a library another process writes is re-read this often (cheap when unchanged)
 NOTICE_MS = 8000  # a passing message (a copied path) stays this long
@@ -91,6 +92,8 @@ class MainWindow(QMainWindow):
         self.last_progress = None
         self.last_rate = 0.0
         self._paused_note = ""
+        self._indexed = (-1e9, "")  # the last run that indexed photos: (time.monotonic(), its words)
+        self._rescan_asked = False  # the next run's end is said, whatever it finds (`rescan`)
         self._last_stats: dict = {}
         self._viewer_note = ""  # "; the viewer closed: …", for the next search's status words
         self._reindex_again = False
@@ -199,7 +202,7 @@ class MainWindow(QMainWindow):
         self.library = LibraryPane()
         self.library.addRequested.connect(self.choose_folder)
         self.library.removeRequested.connect(self.remove_folder)
-        self.library.reindexRequested.connect(self.start_indexing)
+        self.library.reindexRequested.connect(self.rescan)
         self.library.forgetMissingRequested.connect(self.forget_missing)
         self.library_dock = QDockWidget("Library", self)
         self.library_dock.setObjectName("library")
@@ -283,7 +286,7 @@ class MainWindow(QMainWindow):
         fm = self.menuBar().addMenu("&File")
         # each with its letter (Alt+F, then it; trial 8: only the View menu had them)
         for label, key, slot in (("&Add folder…", None, self.choose_folder),
-                                 ("&Rescan folders", None, self.start_indexing),
+                                 ("&Rescan folders", None, self.rescan),
                                  ("Pa&use indexing", None, self.toggle_pause),
                                  ("S&top indexing", None, self.cancel_indexing),
                                  ("&Open photo…", QKeySequence.Open, self.open_query_dialog),
@@ -533,6 +536,11 @@ class MainWindow(QMainWindow):
         self._changed_dirs = set()
         self.svc.index(only=only)
 
+    def rescan(self) -> None:
+        """Rescan (and Resume), asked by the person: its end is said even when it finds nothing."""
+        self._rescan_asked = True
+        self.start_indexing()
+
     def _folders_changed(self, dirs: list[str]) -> None:
         """The watcher saw these folders change: scan them (not the whole library)."""
         self.start_indexing(only=sorted(dirs))
@@ -623,6 +631,7 @@ class MainWindow(QMainWindow):
             self._scroll_top = True  # the list lost photos: from its top again (it stayed at #10)
             self._search_again_if_changed()
         elif kind == "failed":
+            self.progress.setVisible(self.index_cmd is not None)  # new settings refused while loading
             self.index_label.setText(ev.data)
             QMessageBox.warning(self, "HeatSearch", ev.data)
 
@@ -682,6 +691,7 @@ class MainWindow(QMainWindow):
         self.library.set_scan_totals({})
         prog = ev.data if ev.kind == "done" else None
         st = self.svc.stats()
+        asked, self._rescan_asked = self._rescan_asked, False
         if ev.kind == "failed":
             self.index_label.setText(ev.data)
             QMessageBox.warning(self, "HeatSearch", ev.data)
@@ -699,12 +709,18 @@ class MainWindow(QMainWindow):
                 self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go{where}")
             elif not (prog.total or prog.missing or prog.removed or prog.restored):  # a rescan with nothing to do says so
                 self._left = {}
-                self.index_label.setText(f"Checked at {time.strftime('%H:%M:%S')}: no new or changed photos; "
+                # ... unless, not asked for, it follows a run that indexed photos: that run's words
+                # stay (trial 20: "no new or changed photos" right after 102 photos were indexed
+                # read as if none were)
+                at, words = self._indexed
+                self.index_label.setText(words if time.monotonic() - at < DONE_KEPT_S and not asked else
+                                         f"Checked at {time.strftime('%H:%M:%S')}: no new or changed photos; "
                                          f"{plural(st['indexed'], 'photo')} searchable")
             else:
                 self._left = {}
-                self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, "
-                                         f"{st['failed']} skipped{extra}")
+                words = f"Indexing done: {plural(st['indexed'], 'photo')} searchable, {st['failed']} skipped{extra}"
+                self._indexed = (time.monotonic(), words)
+                self.index_label.setText(words)
         self.refresh_library(st)
         self._watch_folders()
         self._search_again_if_changed()
@@ -1179,6 +1195,11 @@ class MainWindow(QMainWindow):
             if answer != QMessageBox.Yes:
                 return False
         self.svc.apply_settings(new)
+        if new.needs_new_space(old):  # the model is loaded before the photos are looked at: said at once
+            # (trial 20: "Checked at 04:13:53" stayed for two minutes after Yes, as if nothing ran)
+            self.index_label.setText("Switching to the new settings: loading the model…")
+            self.progress.setRange(0, 0)
+            self.progress.setVisible(True)
         self.results.count.setValue(new.top)
         return True
 

@@ -1701,6 +1701,38 @@ def test_a_preset_chosen_after_another_model_drops_its_weights_file(qtbot, windo
     assert window.svc.settings.backbone == "tiny-random"  # cancelled: nothing changed
 
 
+def test_new_settings_say_at_once_that_the_library_switches_and_a_check_after_a_run_keeps_its_words(
+        qtbot, window, photo_dir, monkeypatch):
+    """Trial 20: the watcher's check right behind a run that indexed photos read "no new or
+    changed photos", as if none had been; and after Yes to "Index the library again?" the line
+    kept "Checked at 04:13:53" for the two minutes the model took to load, as if nothing ran."""
+    index_folder(qtbot, window, photo_dir)
+    done = window.index_label.text()
+    assert done.startswith("Indexing done: 12 photos searchable")
+    with qtbot.waitSignal(window.indexingFinished, timeout=30000):
+        (photo_dir / "scene1" / "notes.txt").write_text("not a photo")  # the watcher checks the folder
+    assert window.index_label.text() == done
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)  # asked: its end is said
+    assert "no new or changed photos" in window.index_label.text()
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+
+    def use_dialog(dlg):
+        qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        dlg.size.setFocus()
+        qtbot.keyClick(dlg.size, Qt.Key_Up)  # photos analysed 64 px larger: a new descriptor space
+        ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
+        qtbot.mouseClick(ok, Qt.LeftButton)
+
+    when_modal(use_dialog)
+    with qtbot.waitSignal(window.indexingFinished, timeout=120000):
+        menu_action(window, "Settings…").trigger()
+        assert window.index_label.text() == "Switching to the new settings: loading the model…"
+        assert window.progress.isVisible()
+    wait_idle(qtbot, window)
+    assert window.index_label.text().startswith("Indexing done: 12 photos searchable")
+
+
 def test_settings_ok_keeps_the_number_of_results_the_toolbar_shows(qtbot, window):
     """Trial 12: Show 200 in the toolbar, then Settings > OK: back to 100 (the dialog read the
     saved settings, not the toolbar)."""
