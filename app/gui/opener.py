@@ -20,9 +20,8 @@ def open_library(home: Path, library: str | None = None, parent=None, interactiv
     try:
         svc = LibraryService(home, settings, library=library)
     except LibraryBusyError as e:
-        if not interactive or QMessageBox.question(parent, "HeatSearch is already open",
-                                                   f"{str(e)[:1].upper()}{str(e)[1:]}.\n\nOpen it read-only (search only)?"
-                                                   ) != QMessageBox.Yes:
+        if not interactive or _ask_read_only(f"{str(e)[:1].upper()}{str(e)[1:]}.\n\nOpen it read-only (search only)?",
+                                             parent) != QMessageBox.Yes:
             raise
         svc = LibraryService(home, settings, library=library, read_only=True)
     try:
@@ -33,3 +32,17 @@ def open_library(home: Path, library: str | None = None, parent=None, interactiv
         problems.append(f"{svc.writer.unusable}. Searches use the library as it was indexed; indexing waits until the "
                         "file is back, or choose another model in Settings")
     return svc, problems
+
+
+def _ask_read_only(text: str, parent=None) -> int:
+    """The question of a second start, in front of the first HeatSearch's window (trial 20: it
+    opened behind it, and the start looked like it did nothing). Returns the button chosen."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox
+
+    box = QMessageBox(QMessageBox.Question, "HeatSearch is already open", text, QMessageBox.Yes | QMessageBox.No, parent)
+    box.setWindowFlag(Qt.WindowStaysOnTopHint, True)
+    box.show()
+    box.raise_()
+    box.activateWindow()
+    return box.exec()

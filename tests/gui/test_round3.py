@@ -516,6 +516,8 @@ def test_a_second_window_asks_in_a_sentence_before_opening_read_only(qtbot, tiny
 
     def answer(dlg):
         asked.append(dlg.text())
+        # (trial 20) in front of the first window: it opened behind it
+        asked.append(bool(dlg.windowFlags() & Qt.WindowStaysOnTopHint))
         qtbot.keyClick(dlg, Qt.Key_Escape)
 
     try:
@@ -525,6 +527,7 @@ def test_a_second_window_asks_in_a_sentence_before_opening_read_only(qtbot, tiny
     finally:
         writer.close()
     assert asked and asked[0].startswith("The library in ") and "read-only" in asked[0], asked
+    assert asked[1] is True
 
 
 def test_a_box_drawn_with_the_keyboard(qtbot, window, photo_dir):
