@@ -581,7 +581,10 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     crops: whether a copy that passes as the whole photo may still be told a crop (CROP_BETTER)."""
     if keep_row[7] and keep_row[7] == m_row[7]:
         if m.link:  # removing the link frees nothing and loses nothing
-            return "exact", f"a link to {paths.display(os.path.realpath(m.path))}, not a copy", 1.0
+            target = os.path.realpath(m.path)
+            # (trial 20: of two links to one file, one read "best to keep", the other "a link to it")
+            also = keep.link and os.path.realpath(keep.path) == target
+            return "exact", f"{'another link' if also else 'a link'} to {paths.display(target)}, not a copy", 1.0
         return "exact", RELATIONS["exact"], 1.0
     ncc, change = frame_scores([keep_row[9]], [m_row[9]])
     k = int(best_turns(ncc)[0])

@@ -526,6 +526,11 @@ def test_a_link_to_the_better_photo_is_kept_over_a_smaller_copy(tmp_path):
     keep, small = groups[0].members
     assert Path(keep.path).name == "photo.jpg" and small.relation == "resized", (keep.why, small.reason)
     assert "pixels" in keep.why, keep.why
+    # (trial 20) a second link to the same file says it is another one, as the one kept is
+    (d / "photo2.jpg").symlink_to(elsewhere / "photo.jpg")
+    by_name = {Path(m.path).name: m for m in indexed_groups(tmp_path / "home", d)[0].members}
+    assert by_name["photo2.jpg"].reason.startswith(f"another link to {elsewhere / 'photo.jpg'}"), \
+        by_name["photo2.jpg"].reason
 
 
 def test_of_identical_copies_made_in_one_minute_the_older_is_kept(tmp_path):
