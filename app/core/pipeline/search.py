@@ -440,10 +440,10 @@ class Searcher:
         best = float(near[0]) if len(near) else None
         whole_photo = best is not None and req.box is None
         neighbour = self._nearest_other(sl, same + copies, snap) if whole_photo else None
-        by_raw = whole_photo and snap.space.backbone in policy.MATCH_RAW_MODELS
+        by_raw = best is not None and snap.space.backbone in policy.MATCH_RAW_MODELS
         matched = policy.match(None if best is None else (best - mu) / unit, best,
                                None if neighbour is None else (neighbour - mu) / unit,
-                               self._best_raw(raw, sl, same + copies, snap) if by_raw else None)
+                               self._best_raw(raw, sl, same + copies, snap) if by_raw else None, box=req.box is not None)
         scale = (mu, unit, her, matched, req.box is None, not snap.whitening.is_identity)
         # Each photo reads its own relevance, as it stands in the whole library's ranking, filter
         # or not, and the list's first results are shown in that order: the ranking's order
