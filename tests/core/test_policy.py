@@ -617,7 +617,7 @@ def test_a_whitened_library_judges_a_whole_photo_by_its_raw_cosine(tmp_path, mon
         write_photo(d / f"p{i:02d}.png", i, size=(96, 72))
     svc = open_lib(tmp_path / "h", library)
     given, real = [], policy.match
-    monkeypatch.setattr(policy, "match", lambda *a: given.append(a) or real(*a))
+    monkeypatch.setattr(policy, "match", lambda *a, **k: given.append(a) or real(*a, **k))
     try:
         index(svc, [d])
         snap = svc.snapshot()
