@@ -337,7 +337,7 @@ def main():
             # what the saved searches depend on besides the library: the queries and the scale of u
             key = [len(mine), a.top, "paired by id", policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED, "match",
                    policy.MATCH_U, policy.MATCH_COSINE, *policy.MATCH_STEEPNESS, policy.MATCH_RAW,
-                   policy.MATCH_RAW_STEEPNESS, *policy.MATCH_RAW_MODELS,
+                   policy.MATCH_RAW_STEEPNESS, *policy.MATCH_RAW_MODELS, policy.MATCH_RAW_BOX,
                    policy.RECIPROCAL_GAP, policy.RECIPROCAL_STEEPNESS, policy.NEAR_SHOT]
             old = json.loads(saved.read_text()) if saved.exists() else None
             if (a.reuse and isinstance(old, dict) and old.get("key") == key
