@@ -26,7 +26,8 @@ Searches for photos the library does not hold are counted too, as the row "not i
 up to 160 shared photos outside it (unrelated photos and UKBench objects), every result counted
 wrong (though in a library holding unrelated photos many find one of the same kind: mountains for
 mountains), and the share of those searches whose first result each cut-off hides (the search
-reads as empty). With --fit, searches with no right answer are the same queries with a folder
+reads as empty); and as "boxes not in the library", the shared box queries on photos of subjects
+the library does not hold. With --fit, searches with no right answer are the same queries with a folder
 filter that leaves out the query's set, as their own rows ("..., none right").
 
 `--fit` searches in this process, records each result's inputs of policy.relevance (u, the
@@ -141,6 +142,14 @@ def not_held(home: Path, n: int = 160):
         outside = sorted(p for p in (str(p.resolve()) for p in (SHARED / folder).rglob("*.jpg")) if p not in mine)
         out += list(rng.choice(outside, min(len(outside), int(n * share)), replace=False)) if outside else []
     return [("not in the library", str(p), None, set(), set()) for p in out]
+
+
+def not_held_boxes(home: Path):
+    """The shared box queries on photos the library does not hold, of subjects it does not hold
+    either (every result wrong): a box on a landmark or an object the library lacks."""
+    mine = held(home)
+    return [("boxes not in the library", path, box, set(), junk) for _, path, box, right, junk in queries(None)
+            if box and path not in mine and not right & mine]
 
 
 def filtered_out(qs, home: Path):
@@ -359,7 +368,7 @@ def main():
                 firsts = {name: [r for r in rs if r[2]] for name, rs in by_set.items() if name.endswith("none right")}
                 table(firsts, "the first result of searches with no right answer (wrong hidden = the search reads as empty)")
         return
-    qs += not_held(home)
+    qs += not_held(home) + not_held_boxes(home)
     qfile = home / "relevance-queries.jsonl"
     qfile.write_text("".join(json.dumps({"path": p, "box": box}) + "\n" for _, p, box, _, _ in qs))
     out = subprocess.run(exe + ["search", "--queries", str(qfile), "--json", "--top", str(a.fetch or a.top), "--home", str(home)],
@@ -392,8 +401,9 @@ def main():
           f"{status.get('indexed', '?')} photos indexed; top {a.top} of {len(qs)} queries; the CLI's `score`:")
     print("mAP of the top " + str(a.top) + ": " + ", ".join(f"{k} {100 * np.mean(v):.1f} ({len(v)} queries)" for k, v in aps.items()))
     for name, fs in firsts.items():
-        if name == "not in the library":
-            print(f"searches for a photo the library does not hold ({len(fs)}), first result hidden (the search reads as empty): "
+        if name in ("not in the library", "boxes not in the library"):
+            what = "a photo" if name == "not in the library" else "a box on a subject"
+            print(f"searches for {what} the library does not hold ({len(fs)}), first result hidden (the search reads as empty): "
                   + ", ".join(f"cut-off {c:.1f}: {np.mean(np.array(fs) < c):.2f}" for c in CUTS))
     np.save(home / "relevance-rows.npy", np.array(saved, np.float64))
     (home / "relevance-sets.json").write_text(json.dumps([q[0] for q in qs]))
