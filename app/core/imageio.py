@@ -66,8 +66,8 @@ def _reason(e: Exception) -> str:
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     text = str(e).splitlines()[0][:160] if str(e) else ""
-    if "truncated" in text.lower():  # Pillow's words ("image file is truncated (3 bytes not
-        # processed)", "Truncated File Read": trial 20), with a byte count nobody needs
+    if text.lower().startswith(("image file is truncated", "truncated")):  # Pillow's words ("image file
+        # is truncated (3 bytes not processed)", "Truncated File Read": trial 20), no byte count needed
         return "the file ends early (an incomplete copy or download)"
     if isinstance(e, (OSError, ValueError, SyntaxError, EOFError)):
         return text or "the file ends or breaks off early"

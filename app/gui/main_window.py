@@ -92,8 +92,10 @@ class MainWindow(QMainWindow):
         self.last_progress = None
         self.last_rate = 0.0
         self._paused_note = ""
-        self._indexed = (-1e9, "")  # the last run that indexed photos: (time.monotonic(), its words)
+        self._indexed_at = -1e9  # time.monotonic() of the last run that indexed photos (cleared by
+        # anything said after it: a removal, a failure)
         self._rescan_asked = False  # the next run's end is said, whatever it finds (`rescan`)
+        self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
         self._viewer_note = ""  # "; the viewer closed: …", for the next search's status words
         self._reindex_again = False
@@ -538,7 +540,7 @@ class MainWindow(QMainWindow):
 
     def rescan(self) -> None:
         """Rescan (and Resume), asked by the person: its end is said even when it finds nothing."""
-        self._rescan_asked = True
+        self._rescan_asked = not (self.svc.closed or self.svc.read_only or self.svc.writer.target is None)
         self.start_indexing()
 
     def _folders_changed(self, dirs: list[str]) -> None:
@@ -573,6 +575,7 @@ class MainWindow(QMainWindow):
         cur = self.svc.running
         if cur is not None and cur.name == "index":
             self._reindex_again = False
+            self._stop_asked = True
             cur.control.cancel()
             self.index_label.setText("Cancelling after the current photo…")
 
@@ -605,6 +608,7 @@ class MainWindow(QMainWindow):
         elif kind in ("done", "failed") and ev.command == self.index_cmd:
             self._index_finished(ev)
         elif kind in ("done", "failed") and ev.command in self._forgetting:
+            self._indexed_at = -1e9  # what is said now is newer than the last run's words
             path, counts = self._forgetting.pop(ev.command)
             folder = os.path.basename(display(path).rstrip("/")) if path else ""
             if path is None:  # Forget missing photos
@@ -691,13 +695,21 @@ class MainWindow(QMainWindow):
         self.library.set_scan_totals({})
         prog = ev.data if ev.kind == "done" else None
         st = self.svc.stats()
-        asked, self._rescan_asked = self._rescan_asked, False
+        asked, stop_asked, self._stop_asked = self._rescan_asked, self._stop_asked, False
+        if not getattr(self, "_reindex_again", False):  # else it is for the run put off until now
+            self._rescan_asked = False
         if ev.kind == "failed":
+            self._indexed_at = -1e9
             self.index_label.setText(ev.data)
             QMessageBox.warning(self, "HeatSearch", ev.data)
         elif prog is not None:
             extra = f", {prog.missing} missing" if prog.missing else ""
-            if prog.phase == "cancelled":
+            if prog.phase == "cancelled" and not stop_asked:
+                # stopped for a command that goes first (new settings, a removal): the run goes on
+                # by itself after it (trial 20's review: "Stopped … Resume" replaced "Switching…")
+                self.index_label.setText(self.index_label.text() if self.index_label.text().startswith("Switching")
+                                         else "Indexing goes on after the library's change…")
+            elif prog.phase == "cancelled":
                 left = max(0, prog.total - prog.done)
                 totals = dict(getattr(prog, "folder_totals", {}) or {})
                 self._left = {f["path"]: max(0, folder_total(f, totals) - f.get("indexed", 0))
@@ -712,15 +724,16 @@ class MainWindow(QMainWindow):
                 # ... unless, not asked for, it follows a run that indexed photos: that run's words
                 # stay (trial 20: "no new or changed photos" right after 102 photos were indexed
                 # read as if none were)
-                at, words = self._indexed
-                self.index_label.setText(words if time.monotonic() - at < DONE_KEPT_S and not asked else
+                recent = time.monotonic() - self._indexed_at < DONE_KEPT_S and not asked
+                self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, {st['failed']} "
+                                         "skipped" if recent else
                                          f"Checked at {time.strftime('%H:%M:%S')}: no new or changed photos; "
                                          f"{plural(st['indexed'], 'photo')} searchable")
             else:
                 self._left = {}
-                words = f"Indexing done: {plural(st['indexed'], 'photo')} searchable, {st['failed']} skipped{extra}"
-                self._indexed = (time.monotonic(), words)
-                self.index_label.setText(words)
+                self._indexed_at = time.monotonic()
+                self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, "
+                                         f"{st['failed']} skipped{extra}")
         self.refresh_library(st)
         self._watch_folders()
         self._search_again_if_changed()

@@ -45,4 +45,6 @@ def _ask_read_only(text: str, parent=None) -> int:
     box.show()
     box.raise_()
     box.activateWindow()
-    return box.exec()
+    answer = box.exec()
+    box.deleteLater()  # with a parent (a library switched from the window) it stayed behind, hidden
+    return answer

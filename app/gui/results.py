@@ -18,7 +18,9 @@ from .query_view import rgba_qimage
 
 HitRole = Qt.UserRole + 1
 MIN_CELL = 150  # px: the narrowest cell; the view fits as many columns as the width allows
-CAPTION = 50  # px under the thumbnail: file name (two lines), then relevance (bar and number)
+def caption_height(font: QFont) -> int:
+    """px under the thumbnail: the file name (two lines of `font`), then relevance (bar and number)."""
+    return 2 * QFontMetrics(font).lineSpacing() + 20
 THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
 
 
@@ -131,7 +133,8 @@ class ThumbnailDelegate(QStyledItemDelegate):
         ext = name.rfind(".")
         cuts = [i + 1 for i, c in enumerate(name[:fit]) if c in "_-. " and i != ext and i + 1 < len(name)]
         whole = [c for c in cuts if fm.horizontalAdvance(name[c:]) <= width]
-        cut = min(whole, key=lambda c: abs(c - len(name) / 2)) if whole else max(cuts, default=fit)
+        late = [c for c in cuts if c >= 0.6 * fit]  # else the first line would be mostly empty
+        cut = min(whole, key=lambda c: abs(c - len(name) / 2)) if whole else max(late, default=fit)
         return f"{name[:cut]}\n{fm.elidedText(name[cut:], Qt.ElideMiddle, width)}", value
 
     def paint(self, p: QPainter, option, index):
@@ -146,7 +149,8 @@ class ThumbnailDelegate(QStyledItemDelegate):
         elif option.state & QStyle.State_HasFocus:  # where the keyboard is (Tab into the grid)
             p.setPen(QPen(option.palette.highlight().color(), 2))
             p.drawRect(option.rect.adjusted(1, 1, -1, -1))
-        area = QRect(rect.x(), rect.y(), rect.width(), rect.height() - CAPTION)
+        names = 2 * QFontMetrics(option.font).lineSpacing()
+        area = QRect(rect.x(), rect.y(), rect.width(), rect.height() - caption_height(option.font))
         pm = self._pixmap(hit.path)
         if pm is not None and not pm.isNull():
             scaled = pm.size().scaled(area.size(), Qt.KeepAspectRatio)
@@ -193,7 +197,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         text_color = option.palette.highlightedText().color() if selected else option.palette.text().color()
         p.setFont(option.font)
         p.setPen(text_color)
-        line = QRect(rect.x(), area.bottom() + 3, rect.width(), 30)
+        line = QRect(rect.x(), area.bottom() + 3, rect.width(), names)
         name, value = self.caption(hit, option.font, line.width())
         p.drawText(line, Qt.AlignHCenter | Qt.AlignTop, name)
         value_w = QFontMetrics(option.font).horizontalAdvance("0.00") + 4
@@ -255,7 +259,7 @@ class ResultsView(QListView):
         if not isinstance(delegate, ThumbnailDelegate):
             return
         w = max(MIN_CELL, self.usable_width() // self.columns())
-        cell = QSize(w, round((w - 6) * 0.75) + CAPTION + 6)
+        cell = QSize(w, round((w - 6) * 0.75) + caption_height(self.font()) + 6)
         if cell != delegate.cell:
             delegate.cell = cell
             self.setGridSize(cell)

@@ -148,8 +148,8 @@ class ViewerDialog(QDialog):
         (the wheel zoomed about the photo's top-left corner)."""
         if anchor is None:  # the keys zoom about the middle of what is shown (trial 10: the top-left corner)
             anchor = self.scroll.viewport().rect().center()
-        # a photo still loading zooms about its middle (a + pressed before it was drawn, after a
-        # step or a resize, left the zoomed photo at its top-left corner)
+        # a photo loaded but not drawn yet zooms about its middle (a + pressed before it was drawn,
+        # after a step or a resize, left the zoomed photo at its top-left corner)
         at = self._photo_point(anchor) or (0.5, 0.5)
         img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
         if self.fit:

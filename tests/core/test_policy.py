@@ -617,19 +617,28 @@ def test_a_whitened_library_judges_a_whole_photo_by_its_raw_cosine(tmp_path, mon
         write_photo(d / f"p{i:02d}.png", i, size=(96, 72))
     svc = open_lib(tmp_path / "h", library)
     given, real = [], policy.match
-    monkeypatch.setattr(policy, "match", lambda *a, **k: given.append(a) or real(*a, **k))
+    monkeypatch.setattr(policy, "match", lambda *a, **k: given.append((a, k)) or real(*a, **k))
     try:
         index(svc, [d])
         snap = svc.snapshot()
         assert not snap.whitening.is_identity
-        res = Searcher(svc).search(SearchRequest(path=str(d / "p07.png"), top=40, qe="off", her="off"))
+        searcher = Searcher(svc)
+        res = searcher.search(SearchRequest(path=str(d / "p07.png"), top=40, qe="off", her="off"))
+        whole = given[-1]
         own = [h.image_id for h in res.hits if h.path.endswith("p07.png")]
         sl = snap.search(snap.whitening.apply(res.query_raw)[0], 21, None)  # the shortlist's first 20 others
         raws = svc.catalog.raw_descriptors([i for i in sl.ids.tolist() if i not in own][:20], snap.space.id,
                                            len(res.query_raw))
+        # a box (trial 20) takes its raw cosine too, but not from the photo's map alone (a dragged box)
+        boxes = {}
+        for mode in ("hybrid", "map"):
+            searcher.search(SearchRequest(path=str(d / "p07.png"), box=(10, 10, 70, 60), top=10, mode=mode))
+            boxes[mode] = given[-1]
     finally:
         svc.close()
-    best_u, best_cosine, _, best_raw = given[-1]
+    (best_u, best_cosine, _, best_raw), k = whole
     expected = float((raws @ res.query_raw).max())
-    assert len(own) == 1 and len(raws) == 20
+    assert len(own) == 1 and len(raws) == 20 and not k.get("box")
     assert best_raw == pytest.approx(expected, abs=1e-6) and best_raw != pytest.approx(best_cosine, abs=1e-3)
+    assert boxes["hybrid"][1] == {"box": True} and boxes["hybrid"][0][3] is not None
+    assert boxes["map"][0][3] is None

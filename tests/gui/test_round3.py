@@ -1736,6 +1736,30 @@ def test_new_settings_say_at_once_that_the_library_switches_and_a_check_after_a_
     assert window.index_label.text().startswith("Indexing done: 12 photos searchable")
 
 
+def test_new_settings_during_a_run_say_the_run_goes_on_not_stopped(qtbot, window, tmp_path, monkeypatch):
+    """Review of trial 20's fixes: new settings applied while photos were being indexed stop the
+    run for the switch, and it goes on by itself after it; the line read "Stopped: … (Resume:
+    Library pane)" in place of "Switching to the new settings…"."""
+    add_and_pause(qtbot, window, tmp_path / "lib", 24)
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+
+    def use_dialog(dlg):
+        qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        dlg.size.setFocus()
+        qtbot.keyClick(dlg.size, Qt.Key_Up)  # a new descriptor space
+        ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
+        qtbot.mouseClick(ok, Qt.LeftButton)
+
+    when_modal(use_dialog)
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):  # the paused run, stopped for the switch
+        menu_action(window, "Settings…").trigger()
+    said = window.index_label.text()
+    assert said in ("Switching to the new settings: loading the model…",
+                    "Indexing goes on after the library's change…"), said
+    wait_idle(qtbot, window, 120000)
+    assert window.index_label.text().startswith("Indexing done: 24 photos searchable"), window.index_label.text()
+
+
 def test_settings_ok_keeps_the_number_of_results_the_toolbar_shows(qtbot, window):
     """Trial 12: Show 200 in the toolbar, then Settings > OK: back to 100 (the dialog read the
     saved settings, not the toolbar)."""
