@@ -18,11 +18,12 @@ from .query_view import rgba_qimage
 
 HitRole = Qt.UserRole + 1
 MIN_CELL = 150  # px: the narrowest cell; the view fits as many columns as the width allows
+THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
+
+
 def caption_height(font: QFont) -> int:
     """px under the thumbnail: the file name (two lines of `font`), then relevance (bar and number)."""
     return 2 * QFontMetrics(font).lineSpacing() + 20
-THUMB_LOAD = QSize(256, 256)  # decoded thumbnail size (drawn scaled to the cell)
-
 
 
 def shown_score(score: float) -> float:
