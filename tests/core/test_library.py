@@ -287,6 +287,26 @@ def test_new_backbone_means_new_space(tmp_path, photo_dir, library):
     lib2.close()
 
 
+def test_while_a_new_model_indexes_the_space_searched_last_answers(tmp_path, photo_dir, library):
+    """Trial 20: the built-in model, then another one, then back to the built-in; choosing a third
+    served the other model's space (ready more recently) in place of the one in use."""
+    spaces = {}
+    for side in (128, 96, 128):
+        lib = open_lib(tmp_path / "h", library, max_side=side)
+        index(lib, [photo_dir])
+        spaces[side] = lib.snapshot().space.id
+        lib.close()
+    assert spaces[128] != spaces[96]
+    lib = open_lib(tmp_path / "h", library, max_side=128)
+    new = lib.run(lib.apply_settings(tiny_settings(max_side=80), reindex=False), timeout=60)
+    assert new and lib.snapshot().pending is not None
+    assert lib.snapshot().space.id == spaces[128]  # in this window
+    lib.close()
+    lib = open_lib(tmp_path / "h", library, max_side=80)
+    assert lib.snapshot().space.id == spaces[128] and lib.snapshot().pending is not None  # after a restart
+    lib.close()
+
+
 def test_photos_are_never_modified(lib, photo_dir):
     def snapshot():
         return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in photo_dir.rglob("*") if p.is_file()}

@@ -240,9 +240,16 @@ class Catalog:
         return self._write(write, max_wait=max_wait)
 
     def set_active(self, space_id: int, max_wait: float | None = None) -> None:
-        """Make `space_id` the one indexing writes (the others stay, for searches until it is ready)."""
-        self._write(lambda s: s.execute(update(Space).values(active=case((Space.id == space_id, 1), else_=0))),
-                    max_wait=max_wait)
+        """Make `space_id` the one indexing writes (the others stay, for searches until it is ready).
+        The space active until now, when ready, takes ready_at = now: it answered the user's last
+        searches, so it (not a space used once before it) answers until `space_id` is ready."""
+        now = time.time()
+
+        def write(s):
+            s.execute(update(Space).where(Space.active == 1, Space.ready == 1, Space.id != space_id).values(ready_at=now))
+            s.execute(update(Space).values(active=case((Space.id == space_id, 1), else_=0)))
+
+        self._write(write, max_wait=max_wait)
 
     def set_ready(self, space_id: int) -> None:
         def write(s):

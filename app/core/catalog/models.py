@@ -88,7 +88,8 @@ class Space(Base):
     white_shrink: the eigenvalue shrinkage it was fitted with (a new policy refits it).
     active: the space the settings ask for (indexing writes it). ready: an indexing run in it
     has finished, so it answers searches; until then the last ready space keeps answering.
-    ready_at: when it became ready (the newest ready space serves)."""
+    ready_at: when it became ready, or when it stopped being the active space while ready; the
+    newest ready space serves (the one the user searched last)."""
 
     __tablename__ = "spaces"
     __table_args__ = {"sqlite_autoincrement": True}

@@ -149,10 +149,10 @@ class LibraryWriter:
                                                 bb.spec.channels, prec, max_wait=OPEN_WAIT_S)
         except HeatSearchError as e:
             self.unusable = str(e)
-        spaces = self.catalog.spaces()
         if row is not None and not row.active and not self.read_only:
             self.catalog.set_active(row.id, max_wait=OPEN_WAIT_S)
             row = self.catalog.space_by_id(row.id)
+        spaces = self.catalog.spaces()  # after set_active: the space it replaced is the newest ready
         if row is None:  # read-only beside another writer, or unusable settings: the library's own space
             row = next((s for s in spaces if s.active), None)
             if row is None and self.unusable:
