@@ -23,6 +23,7 @@ from ..core.errors import HeatSearchError
 from ..core.heatmap import normalise
 from ..core.imageio import EXTENSIONS, image_size, is_photo_path
 from ..core.library.paths import display, is_within
+from ..core.library.writer import resolve_space
 from ..core.library.service import LibraryService
 from ..core.pipeline.search import SearchRequest, SearchResult, request_from_settings
 from .library_pane import LibraryPane, folder_total, plural
@@ -1171,19 +1172,35 @@ class MainWindow(QMainWindow):
             return
         self.apply_settings(dlg.result_settings())
 
-    def reindex_estimate(self, new: Settings | None = None) -> str:
-        """The photo count and the time a re-index takes here: from the last run's rate (scaled by
-        the new photo size's pixels), else from the engine's measured rate (README: "Speed")."""
+    def photos_to_index(self, new: Settings) -> int:
+        """How many photos a switch to `new` indexes: the library's, less those an earlier use of
+        the same settings left indexed (trial 20: going back to the built-in model said 68 s)."""
+        stats = self.svc.stats()
+        n = stats.get("indexed", 0) + stats.get("failed", 0)  # the skipped files are tried again
+        try:
+            key = resolve_space(new)[0]
+        except HeatSearchError:
+            return n
+        return max(0, n - stats.get("indexed_by_space", {}).get(key, 0))
+
+    def reindex_estimate(self, new: Settings) -> str:
+        """The photo count and the time a switch to `new` takes here: the last run's rate, scaled
+        by the model's time per photo and the photo size's pixels (README: "Speed")."""
+        from ..core.features.registry import REGISTRY
+
+        old = self.svc.settings
         stats = self.svc.stats()
         indexed, failed = stats.get("indexed", 0), stats.get("failed", 0)
-        n = indexed + failed  # the skipped files are tried again
+        n = self.photos_to_index(new)
         rate = self.last_rate or float(self.ui_settings.value("last_rate", 0) or 0) or ESTIMATED_RATE
-        if new is not None:
-            rate *= (self.svc.settings.max_side / new.max_side) ** 2
+        cost = {b: REGISTRY[b].cost if b in REGISTRY else 1.0 for b in (old.backbone, new.backbone)}
+        rate *= (old.max_side / new.max_side) ** 2 * cost[old.backbone] / cost[new.backbone]
         s = max(1, int(n / max(rate, 0.01) + 0.5))
-        if new is not None and new.precision == "int8" and self.svc.settings.precision != "int8":
+        if new.precision == "int8" and old.precision != "int8":
             s += 30  # tuning the 8-bit model first: 11-14 s in the benchmark, 28 s in a trial beside a search
         when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
+        if n < indexed + failed:
+            return f"{plural(n, 'photo')} not yet indexed with these settings, {when} on this computer"
         # the library pane's count, and the files it skipped apart (trial 10: "841 photos" for 840)
         skipped = f" and {plural(failed, 'file')} it could not read" if failed else ""
         return f"{plural(indexed, 'photo')}{skipped}, {when} on this computer"
@@ -1200,7 +1217,8 @@ class MainWindow(QMainWindow):
         except HeatSearchError as e:
             QMessageBox.warning(self, "HeatSearch", str(e))
             return False
-        if new.needs_new_space(old) and confirm and self.svc.stats().get("images", 0):  # no photos: nothing to ask
+        # no photos, or all indexed with these settings before: nothing to ask
+        if new.needs_new_space(old) and confirm and self.svc.stats().get("images", 0) and self.photos_to_index(new):
             answer = QMessageBox.question(self, "Index the library again?",
                                           f"These settings describe photos differently, so the library is indexed again "
                                           f"({self.reindex_estimate(new)}). Searches keep working meanwhile with the current "

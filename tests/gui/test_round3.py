@@ -1,6 +1,7 @@
 """What a photographer still tripped on in a real window (issue 20), driven as a person does: real
 key presses and clicks on the widgets. Each test failed on the code before the fix."""
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -1927,3 +1928,55 @@ def test_only_the_query_itself_reads_1_00():
     assert shown_score(1.0) == 1.0 and shown_score(1.2) == 1.0
     assert shown_score(0.9999) == 0.99 and shown_score(0.995) == 0.99 and shown_score(0.994) == 0.99
     assert shown_score(0.5) == 0.5 and shown_score(0.004) == 0.0 and shown_score(-1) == 0.0
+
+
+def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbot, window, photo_dir):
+    """Trial 20: the question before ResNet50 said 21 s (it took 75 s: the time scaled by pixels
+    only), and going back to the built-in model, whose photos were all indexed, said 68 s."""
+    index_folder(qtbot, window, photo_dir)
+    first = window.svc.snapshot().space.id
+    asked = []
+
+    def change(step=None, preset=None, yes=True):
+        def answer(box):
+            if not isinstance(box, QMessageBox):  # none was asked: this is the next change's dialog
+                return
+            asked.append(box.text())
+            want = "Yes" if yes else "No"
+            qtbot.mouseClick(next(b for b in box.findChildren(QPushButton) if b.text().replace("&", "") == want),
+                             Qt.LeftButton)
+
+        def use_dialog(dlg):
+            if preset:
+                b = dlg.preset_buttons[preset]
+                qtbot.mouseClick(b, Qt.LeftButton, pos=QPoint(8, b.height() // 2))
+            else:
+                qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+                dlg.size.setFocus()
+                qtbot.keyClick(dlg.size, step)
+            when_modal(answer)
+            ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
+            qtbot.mouseClick(ok, Qt.LeftButton)
+
+        when_modal(use_dialog)
+        menu_action(window, "Settings…").trigger()
+
+    for n, key in enumerate((Qt.Key_Down, Qt.Key_Up), 1):  # 128 (below the field's least) -> 256 -> 320 px
+        change(key)
+        qtbot.waitUntil(lambda: len(asked) == n, timeout=20000)
+        assert "12 photos" in asked[-1]
+        qtbot.waitUntil(lambda: window.svc.snapshot().pending is None and window.svc.settings.max_side == 192 + 64 * n,
+                        timeout=60000)
+        wait_idle(qtbot, window)
+        if n == 1:
+            at_256 = window.svc.snapshot().space.id
+    change(Qt.Key_Down)  # back to 256 px: every photo is indexed with these settings, nothing to ask
+    qtbot.waitUntil(lambda: window.svc.settings.max_side == 256 and window.svc.snapshot().space.id == at_256, timeout=20000)
+    wait_idle(qtbot, window)
+    assert len(asked) == 2 and at_256 != first, asked
+    window.last_rate = 10.0  # the last run's photos a second with the tiny network at 256 px
+    change(preset="speed", yes=False)  # Lite0 at 512 px: 4x the pixels, 15x the tiny network's time
+    qtbot.waitUntil(lambda: len(asked) == 3, timeout=20000)
+    secs = re.search(r"12 photos, about (\d+) seconds", asked[2])
+    assert secs and 60 <= int(secs.group(1)) <= 90, asked[2]  # 12 / (10 / 4 / 15.4) = 74 s
+    assert window.svc.settings.backbone == "tiny-random"

@@ -720,6 +720,12 @@ class Catalog:
         total = {k: sum(d[k] for d in per.values()) for k in ("images", "indexed", "failed", "missing")}
         return {"folders": out, **total}
 
+    def indexed_per_space(self) -> dict[int, int]:
+        """{space id: photos indexed in it}: what a switch to that space would not index again."""
+        with self._read() as s:
+            return dict(s.execute(select(Descriptor.space_id, func.count()).join(Image, Descriptor.image_id == Image.id)
+                                  .where(Image.status == "indexed").group_by(Descriptor.space_id)).all())
+
     def date_range(self) -> tuple[float, float] | None:
         """(first, last) time a searchable photo was taken (POSIX), or None for an empty library."""
         with self._read() as s:

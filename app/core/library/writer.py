@@ -45,6 +45,20 @@ def space_key(backbone: str, digest: str, max_side: int, precision: str) -> str:
     return key if precision == "f32" else f"{key}|{precision}"
 
 
+def resolve_space(st: Settings) -> tuple[str, object]:
+    """(space key, Backbone) for settings `st`: locates the weights (cheap), never builds."""
+    if st.backbone not in REGISTRY:
+        raise WeightsMissingError(f"unknown model '{st.backbone}'; known: {', '.join(REGISTRY)}")
+    bb = load_backbone(st.backbone, st.weights or None)
+    if st.precision == "int8":  # OpenVINO on the CPU, whatever engine and device say
+        if not int8_available():
+            raise WeightsMissingError("8-bit precision needs OpenVINO and NNCF (pip install nncf)")
+        prec = "int8"
+    else:
+        prec = precision_of(EngineChoice(st.engine, st.device, st.precision == "fastest"))
+    return space_key(st.backbone, bb.weights_digest, st.max_side, prec), bb
+
+
 def whitening_of(row: SpaceRow) -> Whitening:
     if row.white_proj is None:
         return Whitening.identity(row.info.channels)
@@ -103,20 +117,6 @@ class LibraryWriter:
         return out if len(out) < 2 or out[0] is not out[1] else out[:1]
 
     # ---- the active space ---------------------------------------------------------------------------
-    def resolve(self) -> tuple[str, object]:
-        """(space key, Backbone) for the current settings: locates the weights (cheap), never builds."""
-        st = self.settings
-        if st.backbone not in REGISTRY:
-            raise WeightsMissingError(f"unknown model '{st.backbone}'; known: {', '.join(REGISTRY)}")
-        bb = load_backbone(st.backbone, st.weights or None)
-        if st.precision == "int8":  # OpenVINO on the CPU, whatever engine and device say
-            if not int8_available():
-                raise WeightsMissingError("8-bit precision needs OpenVINO and NNCF (pip install nncf)")
-            prec = "int8"
-        else:
-            prec = precision_of(EngineChoice(st.engine, st.device, st.precision == "fastest"))
-        return space_key(st.backbone, bb.weights_digest, st.max_side, prec), bb
-
     def _check_model(self, bb) -> None:
         """Before a space is created for a weights file the user named: the file must load as
         this model (a wrong file would make an empty space that a purge could mistake for the
@@ -139,7 +139,7 @@ class LibraryWriter:
         self.unusable = ""
         row = None
         try:
-            key, bb = self.resolve()
+            key, bb = resolve_space(self.settings)
             row = self.catalog.space(key)
             if row is None and not self.read_only:
                 self._check_model(bb)
@@ -484,6 +484,7 @@ class LibraryWriter:
         older space answers meanwhile. Runs on the writer thread; readers get the published copy."""
         st = self.target or self.serving
         out = self.catalog.stats(st.id if st else None, self.folders)
+        per = self.catalog.indexed_per_space()
         sv = self.serving
         out.update({
             "generation": self.generation,
@@ -496,6 +497,7 @@ class LibraryWriter:
             "unusable": self.unusable,
             "library": self.catalog.where,
             "taken_range": self.catalog.date_range(),
+            "indexed_by_space": {sp.key: per.get(sp.id, 0) for sp in self.catalog.spaces()},
         })
         return out
 

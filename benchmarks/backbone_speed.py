@@ -1,0 +1,45 @@
+"""Time per photo of each network the app offers, on OpenVINO (the CPU path users run), at the
+default 512 px; the registry's `cost` (re-index estimates) is each time over the default's.
+VGG16 and ResNet50 run with random weights: their time does not depend on the weights.
+
+    python benchmarks/backbone_speed.py
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchvision
+from PIL import Image
+
+from app.core.features.engine import EngineChoice, create_engine
+from app.core.features.extractor import Extractor
+from app.core.features.registry import DEFAULT_BACKBONE, load_backbone
+
+
+def main() -> None:
+    d = Path(tempfile.mkdtemp())
+    torch.save(torchvision.models.resnet50().state_dict(), d / "resnet50.pth")
+    torch.save(torchvision.models.vgg16().state_dict(), d / "vgg16.pth")
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8)).save(d / "p.jpg")
+    ms = {}
+    for name, weights in [(DEFAULT_BACKBONE, None), ("efficientnet-lite0", None),
+                          ("resnet50", d / "resnet50.pth"), ("vgg16", d / "vgg16.pth")]:
+        bb = load_backbone(name, str(weights) if weights else None)
+        ex = Extractor(bb, create_engine(bb, EngineChoice("openvino", "cpu"), d, log=lambda m: None), 512)
+        photo = ex.prepare_path(d / "p.jpg")
+        for _ in range(2):
+            ex.feature_maps([photo])
+        t = time.perf_counter()
+        for _ in range(10):
+            ex.feature_maps([photo])
+        ms[name] = (time.perf_counter() - t) / 10 * 1000
+        print(f"{name:20s} {ms[name]:6.0f} ms/photo   cost {ms[name] / ms[DEFAULT_BACKBONE]:.2f} "
+              f"(registry: {bb.spec.cost})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
