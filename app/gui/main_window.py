@@ -40,6 +40,7 @@ from .workers import Background, CoreBridge, ImageLoader
 DEBOUNCE_MS = 250
 DONE_KEPT_S = 120  # s an "Indexing done" line stays when the checks after it find nothing new
 ESTIMATED_RATE = 8.0  # photos/s of the default model on a 2-core laptop (README "Speed"), until one is measured here
+MODEL_CHECK_MS = 5000  # a missing weights file is looked for again this often (cheap: a file's metadata)
 REFRESH_MS = 3000  # a library another process writes is re-read this often (cheap when unchanged)
 NOTICE_MS = 8000  # a passing message (a copied path) stays this long
 QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at most this large
@@ -120,6 +121,11 @@ class MainWindow(QMainWindow):
         self._notice_timer = QTimer(self, singleShot=True, interval=NOTICE_MS)
         self._notice_timer.timeout.connect(self._end_notice)
         self._notice_text = self._lasting_status = ""
+        # the model's weights file missing (a drive not mounted): looked for again this often, and
+        # indexing starts once it is back (trial 20: the message stayed after the file was back)
+        self._model_check = QTimer(self, interval=MODEL_CHECK_MS)
+        self._model_check.timeout.connect(self._model_back)
+        self._model_missing = False
         self._refresh = QTimer(self, interval=REFRESH_MS)  # a library another process writes: follow it
         self._refresh.timeout.connect(lambda: self.svc.refresh())
         self._restore_ui()
@@ -423,6 +429,16 @@ class MainWindow(QMainWindow):
     def refresh_library(self, stats: dict | None = None):
         stats = stats or self.svc.stats()
         self._last_stats = stats
+        check = bool(stats.get("unusable")) and not self.svc.read_only
+        if check and not self._model_check.isActive():
+            try:
+                check_weights(self.svc.settings)
+                self._model_missing = False  # it cannot run for another reason: nothing to wait for
+            except HeatSearchError:
+                self._model_missing = True
+            self._model_check.start()
+        elif not check:
+            self._model_check.stop()
         self._show_library()
         self.results.set_folders([f["path"] for f in stats.get("folders", [])], self._subfolders)
         if stats.get("taken_range") != self._taken_range:
@@ -526,7 +542,7 @@ class MainWindow(QMainWindow):
     # ---- indexing -------------------------------------------------------------------------------
     def start_indexing(self, only=None):
         """Look for new, changed and deleted photos (`only`: in these folders) and index them."""
-        if self.svc.closed or self.svc.read_only or self.svc.writer.target is None:
+        if self.svc.closed or self.svc.read_only or (self.svc.writer.target is None and not self.svc.writer.unusable):
             return  # closed: the start's rescan timer fired after a quick shutdown (a CI run)
         running = self.svc.running
         # (a run whose end was told is over, though the service holds it while it saves: a rescan
@@ -539,9 +555,22 @@ class MainWindow(QMainWindow):
         self._changed_dirs = set()
         self.svc.index(only=only)
 
+    def _model_back(self) -> None:
+        """The settings' model could not run (its weights file missing): index once it can."""
+        try:
+            check_weights(self.svc.settings)
+        except HeatSearchError:
+            self._model_missing = True
+            return
+        if self._model_missing:  # (not for a model that cannot run for another reason: no retry loop)
+            self._model_check.stop()
+            self.index_label.setText("The model's weights file is back: indexing…")
+            self.start_indexing()
+
     def rescan(self) -> None:
         """Rescan (and Resume), asked by the person: its end is said even when it finds nothing."""
-        self._rescan_asked = not (self.svc.closed or self.svc.read_only or self.svc.writer.target is None)
+        self._rescan_asked = not (self.svc.closed or self.svc.read_only
+                                  or (self.svc.writer.target is None and not self.svc.writer.unusable))
         self.start_indexing()
 
     def _folders_changed(self, dirs: list[str]) -> None:

@@ -29,8 +29,7 @@ def open_library(home: Path, library: str | None = None, parent=None, interactiv
     except HeatSearchError as e:
         problems.append(str(e))
     if svc.writer.unusable:
-        problems.append(f"{svc.writer.unusable}. Searches use the library as it was indexed; indexing waits until the "
-                        "file is back, or choose another model in Settings")
+        problems.append("Indexing waits: the model cannot run here (the Library pane says why)")
     return svc, problems
 
 

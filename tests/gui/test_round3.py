@@ -460,9 +460,20 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     qtbot.wait(1500)  # the start-up rescan would have begun by now
     assert svc.running is None and svc._queue.empty() and win.index_cmd is None
     assert (home / "settings.json").read_text() == settings_before
-    assert problems and "lite0.pth" in " ".join(problems)
+    assert problems == ["Indexing waits: the model cannot run here (the Library pane says why)"]
+    # the whole reason where it is not cut (trial 20: "weights file not found…" in the status line)
+    assert "Indexing waits:" in win.library.summary.text() and "lite0.pth" in win.library.summary.text()
     res = search(qtbot, win, photo_dir / "scene2" / "img1.jpg")
     assert res is not None and res.hits[0].path == str((photo_dir / "scene2" / "img1.jpg").resolve())
+    # the drive is back: the window finds the file by itself, indexes, and the reason goes
+    # (trial 20: the message stayed after the file was back, and nothing was indexed)
+    weights.parent.mkdir()
+    shutil.copy(load_backbone("efficientnet-lite0").weights_path, weights)
+    qtbot.waitUntil(lambda: "Indexing waits" not in win.library.summary.text(), timeout=30000)
+    wait_idle(qtbot, win)
+    write_photo(photo_dir / "scene2" / "new.png", 99)  # and the watcher's runs index again
+    qtbot.waitUntil(lambda: svc.stats()["indexed"] == 13, timeout=60000)
+    assert (home / "settings.json").read_text() == settings_before
     win.shutdown()
 
 

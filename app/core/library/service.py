@@ -341,6 +341,10 @@ class LibraryService:
         def run(cmd: Command):
             for f in folders:
                 self.writer.add_folder(f)
+            if self.writer.target is None and self.writer.unusable:  # its weights file may be back (a drive)
+                self.writer.activate(lambda: cmd.control.cancelled)
+                self._drop_extractor()
+                self._publish_stats()
             if self.writer.target is None:
                 raise HeatSearchError(self.writer.unusable or "no model to index with")
             space = self.writer.target.row.info
