@@ -268,8 +268,9 @@ class LibraryService:
                 raise HeatSearchError(f"the model gives {ex.channels} channels, the library's space has {space.channels}")
             self._extractors = [(key, ex)] + self._extractors
             old, self._extractors = self._extractors[2:], self._extractors[:2]
-            # the window's status line shows it: plain words (the model's name and size are in Settings)
-            self._log(f"Photo analyser ready: {ex.engine.label}")
+            # the window's status line shows it: plain words (trial 20 read "OpenVINO on the CPU (exact)"
+            # as jargon; `heatsearch info` names the engine)
+            self._log("Photo analyser ready" + (" (on the graphics card)" if ex.engine.device != "cpu" else ""))
         for _, o in old:
             o.engine.close()
         return ex
