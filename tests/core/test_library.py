@@ -538,3 +538,25 @@ def test_a_library_with_folders_inside_another_is_mended_when_it_opens(tmp_path,
         assert catalog_state(svc) == before
     finally:
         svc.close()
+
+
+def test_the_time_left_follows_a_pace_that_falls():
+    """Trial 20: the time left was the run's average pace, so when photos got slower (large RAWs
+    after small JPEGs) it promised an end that kept moving away."""
+    from collections import deque
+
+    from app.core.pipeline.indexer import seconds_left
+
+    paces = deque()
+    for t in range(1, 61):  # 10 photos/s for a minute
+        paces.append((float(t), 10 * t))
+        left = seconds_left(paces, 1600)
+    assert abs(left - 1000 / 10) < 1e-6
+    for t in range(61, 121):  # then 2 photos/s: the last half minute's pace
+        paces.append((float(t), 600 + 2 * (t - 60)))
+        left = seconds_left(paces, 1600)
+    assert abs(left - (1600 - 720) / 2) < 1e-6 and len(paces) <= 32
+    for t in range(121, 181):  # faster again: never above the run's whole pace
+        paces.append((float(t), 720 + 20 * (t - 120)))
+        left = seconds_left(paces, 3000)
+    assert abs(left - (3000 - 1920) / (1920 / 180)) < 1e-6

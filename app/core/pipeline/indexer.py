@@ -38,6 +38,23 @@ if TYPE_CHECKING:
     from ..library.writer import LibraryWriter
 
 CALIBRATION_IMAGES = 48  # photos (a random sample) whose local features give the centring mean mu
+# the time left follows the last RECENT_S seconds' pace when it is slower than the whole run's (trial
+# 20: the run's average from its small first photos promised an end that kept moving away)
+RECENT_S = 30.0
+
+
+def seconds_left(paces: deque[tuple[float, int]], total: int) -> float | None:
+    """Seconds until `total` photos are done, at the slower of the run's pace and its last
+    RECENT_S seconds' pace. paces: (seconds of work, photos done) as the run went, newest last;
+    pruned here to the last RECENT_S seconds and one sample before them."""
+    el, done = paces[-1]
+    while len(paces) > 2 and paces[1][0] <= el - RECENT_S:
+        paces.popleft()
+    pace = done / el if el > 0 else 0.0
+    el0, done0 = paces[0]
+    if el - el0 >= min(RECENT_S, el) / 2 and el0 > 0:  # a recent span long enough to mean something
+        pace = min(pace, (done - done0) / (el - el0))
+    return (total - done) / pace if pace > 0 else None
 
 
 @dataclass
@@ -309,6 +326,7 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     def waiting(msg):
         prog.message = msg
 
+    paces: deque[tuple[float, int]] = deque()
     stopped = control.cancelled
     batches = producer.run(p.tasks, p.reuse, writer.mu, params, batch_size, cancelled)
     try:
@@ -330,7 +348,8 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
             prog.last_errors.extend((paths.display(path), why) for path, why in out.errors)
             el = time.monotonic() - t0 - (control.paused_s - paused0)
             prog.rate = prog.done / el if el > 0 else 0.0
-            prog.eta_s = (prog.total - prog.done) / prog.rate if prog.rate > 0 else None
+            paces.append((el, prog.done))
+            prog.eta_s = seconds_left(paces, prog.total)
             writer.save_if_due()
             yield prog.emit()
             control.wait()
