@@ -68,6 +68,15 @@ class WrapWords(QStyledItemDelegate):
         option.textElideMode = Qt.ElideRight
 
 
+class MiddleElided(QStyledItemDelegate):
+    """A file name cut in its middle: its start and its extension both say which it is (trial 20:
+    cut at the start, "…S30__2_.jpg" lost the camera's name)."""
+
+    def initStyleOption(self, option, index):
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.ElideMiddle
+
+
 class DuplicatesDialog(QDialog):
     findSimilar = Signal(str)
 
@@ -108,9 +117,11 @@ class DuplicatesDialog(QDialog):
         # stayed cut at "…ial6/photos/life/camera" in a maximised dialog)
         self.tree.header().setSectionResizeMode(2, QHeaderView.Stretch)
         self.tree.header().setSectionResizeMode(3, QHeaderView.Stretch)
-        self.tree.setTextElideMode(Qt.ElideLeft)  # a folder's end says which it is ("…/photos/objects"); names too
+        self.tree.setTextElideMode(Qt.ElideLeft)  # a folder's end says which it is ("…/photos/objects")
         self._why_delegate = WrapWords(self.tree)
         self.tree.setItemDelegateForColumn(3, self._why_delegate)
+        self._name_delegate = MiddleElided(self.tree)
+        self.tree.setItemDelegateForColumn(0, self._name_delegate)
         self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
                              "not enlarged, most pixels, the camera's file, the original format, the oldest file, "
                              "turned as most of its copies, the largest file")
