@@ -1991,3 +1991,19 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     secs = re.search(r"12 photos, about (\d+) seconds", asked[2])
     assert secs and 60 <= int(secs.group(1)) <= 90, asked[2]  # 12 / (10 / 4 / 15.4) = 74 s
     assert window.svc.settings.backbone == "tiny-random"
+
+
+def test_photos_moved_without_the_model_leave_the_re_index_estimate_alone(qtbot, window, tmp_path):
+    """Real window after trial 20: a run of moved photos (no model ran) read 649 photos/s, and
+    the next re-index of 366 photos was said to take "about 1 second"."""
+    d = tmp_path / "lib"
+    for i in range(20):
+        write_photo(d / f"p{i}.png", i, size=(160, 120))
+    index_folder(qtbot, window, d)
+    rate = window.last_rate
+    assert rate > 0
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        for i in range(20):
+            (d / f"p{i}.png").rename(d / f"renamed{i}.png")  # the watcher's run finds them moved
+    assert window.svc.stats()["indexed"] == 20
+    assert window.last_rate == rate

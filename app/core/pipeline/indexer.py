@@ -73,6 +73,8 @@ class Progress:
     restored: int = 0
     rate: float = 0.0
     eta_s: float | None = None
+    modelled: int = 0  # photos the network described (not moved, copied, touched or skipped)
+    model_rate: float = 0.0  # those per second: what a re-index of the library costs here
     message: str = ""
     last_errors: list[tuple[str, str]] = field(default_factory=list)
     folder_totals: dict[int, int] = field(default_factory=dict)  # photos found per folder by the scan
@@ -332,6 +334,7 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     try:
         for records in ([] if stopped else batches):
             described = len(records)
+            prog.modelled += sum(r.raw is not None for r in records)
             records = _present(records, p)
             try:
                 out = writer.commit_batch(records, p.existing, p.claim, cancelled, waiting)
@@ -348,6 +351,7 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
             prog.last_errors.extend((paths.display(path), why) for path, why in out.errors)
             el = time.monotonic() - t0 - (control.paused_s - paused0)
             prog.rate = prog.done / el if el > 0 else 0.0
+            prog.model_rate = prog.modelled / el if el > 0 else 0.0
             paces.append((el, prog.done))
             prog.eta_s = seconds_left(paces, prog.total)
             writer.save_if_due()
