@@ -27,6 +27,7 @@ from ..core.library.writer import resolve_space
 from ..core.library.service import LibraryService
 from ..core.pipeline.search import SearchRequest, SearchResult, request_from_settings
 from .library_pane import LibraryPane, folder_total, plural
+from .opener import MODEL_WAITS
 from .preview import PreviewPane
 from .query_pane import QueryPane
 from .results import HitRole, ThumbnailDelegate, copies_words, shown_score
@@ -439,6 +440,8 @@ class MainWindow(QMainWindow):
             self._model_check.start()
         elif not check:
             self._model_check.stop()
+            if MODEL_WAITS in self.status_label.text():  # the start's words, true no more
+                self.status_label.setText("; ".join(p for p in self.status_label.text().split("; ") if p != MODEL_WAITS))
         self._show_library()
         self.results.set_folders([f["path"] for f in stats.get("folders", [])], self._subfolders)
         if stats.get("taken_range") != self._taken_range:
@@ -1207,7 +1210,7 @@ class MainWindow(QMainWindow):
         """How many photos a switch to `new` indexes: the library's, less those an earlier use of
         the same settings left indexed (trial 20: going back to the built-in model said 68 s)."""
         stats = self.svc.stats()
-        n = stats.get("indexed", 0) + stats.get("failed", 0)  # the skipped files are tried again
+        n = stats.get("indexed", 0)  # (the skipped files are tried again at every scan: no question)
         try:
             key = resolve_space(new)[0]
         except HeatSearchError:
@@ -1230,7 +1233,7 @@ class MainWindow(QMainWindow):
         if new.precision == "int8" and old.precision != "int8":
             s += 30  # tuning the 8-bit model first: 11-14 s in the benchmark, 28 s in a trial beside a search
         when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
-        if n < indexed + failed:
+        if n < indexed:
             return f"{plural(n, 'photo')} not yet indexed with these settings, {when} on this computer"
         # the library pane's count, and the files it skipped apart (trial 10: "841 photos" for 840)
         skipped = f" and {plural(failed, 'file')} it could not read" if failed else ""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+MODEL_WAITS = "Indexing waits: the model cannot run here (the Library pane says why)"
+
 
 def open_library(home: Path, library: str | None = None, parent=None, interactive: bool = True):
     """(LibraryService, problems to show). Raises HeatSearchError when it cannot be opened at all."""
@@ -29,7 +31,7 @@ def open_library(home: Path, library: str | None = None, parent=None, interactiv
     except HeatSearchError as e:
         problems.append(str(e))
     if svc.writer.unusable:
-        problems.append("Indexing waits: the model cannot run here (the Library pane says why)")
+        problems.append(MODEL_WAITS)
     return svc, problems
 
 

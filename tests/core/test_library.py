@@ -305,6 +305,17 @@ def test_while_a_new_model_indexes_the_space_searched_last_answers(tmp_path, pho
     lib = open_lib(tmp_path / "h", library, max_side=80)
     assert lib.snapshot().space.id == spaces[128] and lib.snapshot().pending is not None  # after a restart
     lib.close()
+    # a photo added at 128 px, then back to 96 px: that space lacks it, so 128 px answers until
+    # the run ends (the real window read "303 photos searchable" of 366)
+    lib = open_lib(tmp_path / "h", library, max_side=128)
+    write_photo(photo_dir / "scene0" / "added.png", 77)
+    index(lib)
+    assert lib.run(lib.apply_settings(tiny_settings(max_side=96), reindex=False), timeout=60)
+    snap = lib.snapshot()
+    assert snap.space.id == spaces[128] and snap.pending.id == spaces[96] and len(snap.all_vectors()[0]) == 13
+    index(lib)
+    assert lib.snapshot().space.id == spaces[96] and lib.snapshot().pending is None and lib.stats()["indexed"] == 13
+    lib.close()
 
 
 def test_photos_are_never_modified(lib, photo_dir):

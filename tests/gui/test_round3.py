@@ -456,6 +456,7 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     svc, problems = open_library(home, None, interactive=False)
     win = MainWindow(svc)
     qtbot.addWidget(win)
+    win.status_label.setText("; ".join(problems))  # as app.main says them
     win.show()
     qtbot.wait(1500)  # the start-up rescan would have begun by now
     assert svc.running is None and svc._queue.empty() and win.index_cmd is None
@@ -470,6 +471,7 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     weights.parent.mkdir()
     shutil.copy(load_backbone("efficientnet-lite0").weights_path, weights)
     qtbot.waitUntil(lambda: "Indexing waits" not in win.library.summary.text(), timeout=30000)
+    assert "Indexing waits" not in win.status_label.text()
     wait_idle(qtbot, win)
     write_photo(photo_dir / "scene2" / "new.png", 99)  # and the watcher's runs index again
     qtbot.waitUntil(lambda: svc.stats()["indexed"] == 13, timeout=60000)

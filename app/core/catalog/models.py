@@ -87,7 +87,8 @@ class Space(Base):
     white_n: how many images the whitening was fitted on; white_version counts refits;
     white_shrink: the eigenvalue shrinkage it was fitted with (a new policy refits it).
     active: the space the settings ask for (indexing writes it). ready: an indexing run in it
-    has finished, so it answers searches; until then the last ready space keeps answering.
+    has finished, so it answers searches; until then the last ready space keeps answering (a
+    space made active again that lacks photos added meanwhile is not ready until a run ends).
     ready_at: when it became ready, or when it stopped being the active space while ready; the
     newest ready space serves (the one the user searched last)."""
 
