@@ -1234,7 +1234,7 @@ class MainWindow(QMainWindow):
             s += 30  # tuning the 8-bit model first: 11-14 s in the benchmark, 28 s in a trial beside a search
         when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
         if n < indexed:
-            return f"{plural(n, 'photo')} not yet indexed with these settings, {when} on this computer"
+            return f"{plural(n, 'photo')}, {when} on this computer"
         # the library pane's count, and the files it skipped apart (trial 10: "841 photos" for 840)
         skipped = f" and {plural(failed, 'file')} it could not read" if failed else ""
         return f"{plural(indexed, 'photo')}{skipped}, {when} on this computer"
@@ -1253,10 +1253,12 @@ class MainWindow(QMainWindow):
             return False
         # no photos, or all indexed with these settings before: nothing to ask
         if new.needs_new_space(old) and confirm and self.svc.stats().get("images", 0) and self.photos_to_index(new):
+            again = ("These settings were used before: the photos added since are indexed with them"
+                     if self.photos_to_index(new) < self.svc.stats().get("indexed", 0)
+                     else "These settings describe photos differently, so the library is indexed again")
             answer = QMessageBox.question(self, "Index the library again?",
-                                          f"These settings describe photos differently, so the library is indexed again "
-                                          f"({self.reindex_estimate(new)}). Searches keep working meanwhile with the current "
-                                          "index, and your photos are not touched. Continue?")
+                                          f"{again} ({self.reindex_estimate(new)}). Searches keep working meanwhile with "
+                                          "the current index, and your photos are not touched. Continue?")
             if answer != QMessageBox.Yes:
                 return False
         self.svc.apply_settings(new)

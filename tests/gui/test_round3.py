@@ -1988,11 +1988,19 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     qtbot.waitUntil(lambda: window.svc.settings.max_side == 256 and window.svc.snapshot().space.id == at_256, timeout=20000)
     wait_idle(qtbot, window)
     assert len(asked) == 2 and at_256 != first, asked
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        write_photo(photo_dir / "scene1" / "added.png", 42)  # the watcher indexes it at 256 px
+    wait_idle(qtbot, window)
+    change(Qt.Key_Up, yes=False)  # 320 px again: only the photo added since
+    qtbot.waitUntil(lambda: len(asked) == 3, timeout=20000)
+    assert asked[2].startswith("These settings were used before: the photos added since are indexed with them "
+                               "(1 photo, about"), asked[2]
+    assert window.svc.settings.max_side == 256
     window.last_rate = 10.0  # the last run's photos a second with the tiny network at 256 px
     change(preset="speed", yes=False)  # Lite0 at 512 px: 4x the pixels, 15x the tiny network's time
-    qtbot.waitUntil(lambda: len(asked) == 3, timeout=20000)
-    secs = re.search(r"12 photos and 1 file it could not read, about (\d+) seconds", asked[2])
-    assert secs and 60 <= int(secs.group(1)) <= 90, asked[2]  # 12 / (10 / 4 / 15.4) = 74 s
+    qtbot.waitUntil(lambda: len(asked) == 4, timeout=20000)
+    secs = re.search(r"13 photos and 1 file it could not read, about (\d+) seconds", asked[3])
+    assert secs and 65 <= int(secs.group(1)) <= 95, asked[3]  # 13 / (10 / 4 / 15.4) = 80 s
     assert window.svc.settings.backbone == "tiny-random"
 
 
