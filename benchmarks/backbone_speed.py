@@ -21,7 +21,11 @@ from app.core.features.registry import DEFAULT_BACKBONE, load_backbone
 
 
 def main() -> None:
-    d = Path(tempfile.mkdtemp())
+    with tempfile.TemporaryDirectory() as tmp:
+        measure(Path(tmp))
+
+
+def measure(d: Path) -> None:
     torch.save(torchvision.models.resnet50().state_dict(), d / "resnet50.pth")
     torch.save(torchvision.models.vgg16().state_dict(), d / "vgg16.pth")
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8)).save(d / "p.jpg")

@@ -146,7 +146,7 @@ class LibraryPane(QWidget):
                      "the previous descriptions meanwhile")
         if stats.get("unusable") and stats.get("folders"):  # in full: the status line cut it (trial 20)
             text += (f". Indexing waits: {stats['unusable']}. Searches use the library as it was indexed; indexing "
-                     "starts by itself once the file is back, or choose another model in Settings")
+                     "starts by itself once the model can run (its weights file back), or choose another model in Settings")
         self.summary.setText(text)
 
     def current_path(self) -> str | None:

@@ -40,7 +40,7 @@ from .workers import Background, CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
 DONE_KEPT_S = 120  # s an "Indexing done" line stays when the checks after it find nothing new
-ESTIMATED_RATE = 8.0  # photos/s of the default model on a 2-core laptop (README "Speed"), until one is measured here
+ESTIMATED_RATE = 8.0  # photos/s of the default model at 512 px on a 2-core laptop (README "Speed"), until one is measured here
 MODEL_CHECK_MS = 5000  # a missing weights file is looked for again this often (cheap: a file's metadata)
 REFRESH_MS = 3000  # a library another process writes is re-read this often (cheap when unchanged)
 NOTICE_MS = 8000  # a passing message (a copied path) stays this long
@@ -93,7 +93,7 @@ class MainWindow(QMainWindow):
         self.query_pixels: PILImage.Image | None = None
         self.index_cmd: int | None = None
         self.last_progress = None
-        self.last_rate = 0.0
+        self.model_pace = 0.0  # photos a second of a model of cost 1 at 512 px, from the last run (model_load)
         self._paused_note = ""
         self._indexed_at = -1e9  # time.monotonic() of the last run that indexed photos (cleared by
         # anything said after it: a removal, a failure)
@@ -126,7 +126,6 @@ class MainWindow(QMainWindow):
         # indexing starts once it is back (trial 20: the message stayed after the file was back)
         self._model_check = QTimer(self, interval=MODEL_CHECK_MS)
         self._model_check.timeout.connect(self._model_back)
-        self._model_missing = False
         self._refresh = QTimer(self, interval=REFRESH_MS)  # a library another process writes: follow it
         self._refresh.timeout.connect(lambda: self.svc.refresh())
         self._restore_ui()
@@ -160,6 +159,7 @@ class MainWindow(QMainWindow):
 
     def _detach(self) -> None:
         self._refresh.stop()
+        self._model_check.stop()
         for name in ("_dups", "_viewer", "_log_dialog"):
             dlg = getattr(self, name, None)
             if dlg is not None:
@@ -430,15 +430,12 @@ class MainWindow(QMainWindow):
     def refresh_library(self, stats: dict | None = None):
         stats = stats or self.svc.stats()
         self._last_stats = stats
-        check = bool(stats.get("unusable")) and not self.svc.read_only
-        if check and not self._model_check.isActive():
+        if stats.get("unusable") and not self.svc.read_only and not self._model_check.isActive():
             try:
-                check_weights(self.svc.settings)
-                self._model_missing = False  # it cannot run for another reason: nothing to wait for
+                check_weights(self.svc.settings)  # it cannot run for another reason: nothing to wait for
             except HeatSearchError:
-                self._model_missing = True
-            self._model_check.start()
-        elif not check:
+                self._model_check.start()
+        elif not stats.get("unusable"):
             self._model_check.stop()
             if MODEL_WAITS in self.status_label.text():  # the start's words, true no more
                 self.status_label.setText("; ".join(p for p in self.status_label.text().split("; ") if p != MODEL_WAITS))
@@ -543,9 +540,12 @@ class MainWindow(QMainWindow):
             self._forgetting[cmd.id] = None, {"failed": failed}  # its end replaces the last run's "N missing" (trial 11)
 
     # ---- indexing -------------------------------------------------------------------------------
-    def start_indexing(self, only=None):
-        """Look for new, changed and deleted photos (`only`: in these folders) and index them."""
-        if self.svc.closed or self.svc.read_only or (self.svc.writer.target is None and not self.svc.writer.unusable):
+    def start_indexing(self, only=None, retry_model: bool = False):
+        """Look for new, changed and deleted photos (`only`: in these folders) and index them.
+        retry_model: also when the settings' model could not run (the run loads it again); else
+        such a library is not indexed (each watcher's run would fail and say so)."""
+        waits = self.svc.writer.target is None and not (retry_model and self._last_stats.get("unusable"))
+        if self.svc.closed or self.svc.read_only or waits:
             return  # closed: the start's rescan timer fired after a quick shutdown (a CI run)
         running = self.svc.running
         # (a run whose end was told is over, though the service holds it while it saves: a rescan
@@ -563,18 +563,16 @@ class MainWindow(QMainWindow):
         try:
             check_weights(self.svc.settings)
         except HeatSearchError:
-            self._model_missing = True
             return
-        if self._model_missing:  # (not for a model that cannot run for another reason: no retry loop)
-            self._model_check.stop()
-            self.index_label.setText("The model's weights file is back: indexing…")
-            self.start_indexing()
+        self._model_check.stop()
+        self.index_label.setText("The model's weights file is back: indexing…")
+        self.start_indexing(retry_model=True)
 
     def rescan(self) -> None:
         """Rescan (and Resume), asked by the person: its end is said even when it finds nothing."""
         self._rescan_asked = not (self.svc.closed or self.svc.read_only
-                                  or (self.svc.writer.target is None and not self.svc.writer.unusable))
-        self.start_indexing()
+                                  or (self.svc.writer.target is None and not self._last_stats.get("unusable")))
+        self.start_indexing(retry_model=True)
 
     def _folders_changed(self, dirs: list[str]) -> None:
         """The watcher saw these folders change: scan them (not the whole library)."""
@@ -687,8 +685,8 @@ class MainWindow(QMainWindow):
         # a rate from a few photos is mostly start-up; moved or touched photos cost no model (a
         # run of them gave 649 photos/s, and a re-index of 366 photos was said to take 1 second)
         if prog.model_rate and prog.modelled >= 16:
-            self.last_rate = prog.model_rate
-            self.ui_settings.setValue("model_rate", round(prog.model_rate, 2))
+            self.model_pace = prog.model_rate * model_load(self.svc.settings)
+            self.ui_settings.setValue("model_pace", round(self.model_pace, 3))
         if prog.phase == "scanning":
             text = "Looking for new and changed photos…"
         elif prog.phase == "tuning the 8-bit model":
@@ -1206,38 +1204,29 @@ class MainWindow(QMainWindow):
             return
         self.apply_settings(dlg.result_settings())
 
-    def photos_to_index(self, new: Settings) -> int:
-        """How many photos a switch to `new` indexes: the library's, less those an earlier use of
-        the same settings left indexed (trial 20: going back to the built-in model said 68 s)."""
-        stats = self.svc.stats()
-        n = stats.get("indexed", 0)  # (the skipped files are tried again at every scan: no question)
+    def photos_to_index(self, new: Settings) -> tuple[int, bool]:
+        """(photos a switch to `new` describes, whether these settings were used before): the
+        library's, less those an earlier use of the same settings left described (trial 20: going
+        back to the built-in model said 68 s). Reads the catalog: once per question."""
         try:
             key = resolve_space(new)[0]
         except HeatSearchError:
-            return n
-        return max(0, n - stats.get("indexed_by_space", {}).get(key, 0))
+            return self.svc.stats().get("indexed", 0), False
+        return self.svc.catalog.lacking(key), self.svc.catalog.space(key) is not None
 
-    def reindex_estimate(self, new: Settings) -> str:
-        """The photo count and the time a switch to `new` takes here: the last run's rate, scaled
-        by the model's time per photo and the photo size's pixels (README: "Speed")."""
-        from ..core.features.registry import REGISTRY
-
-        old = self.svc.settings
-        stats = self.svc.stats()
-        indexed, failed = stats.get("indexed", 0), stats.get("failed", 0)
-        n = self.photos_to_index(new)
-        rate = self.last_rate or float(self.ui_settings.value("model_rate", 0) or 0) or ESTIMATED_RATE
-        cost = {b: REGISTRY[b].cost if b in REGISTRY else 1.0 for b in (old.backbone, new.backbone)}
-        rate *= (old.max_side / new.max_side) ** 2 * cost[old.backbone] / cost[new.backbone]
-        s = max(1, int(n / max(rate, 0.01) + 0.5))
-        if new.precision == "int8" and old.precision != "int8":
+    def reindex_estimate(self, new: Settings, n: int) -> str:
+        """`n` photos and the time describing them with `new` takes here: the last run's pace
+        (photos a second of a model of cost 1 at 512 px, `model_pace`), over `new`'s model cost
+        and photo size (README: "Speed")."""
+        pace = self.model_pace or float(self.ui_settings.value("model_pace", 0) or 0) or ESTIMATED_RATE
+        s = max(1, int(n * model_load(new) / max(pace, 0.01) + 0.5))
+        if new.precision == "int8" and self.svc.settings.precision != "int8":
             s += 30  # tuning the 8-bit model first: 11-14 s in the benchmark, 28 s in a trial beside a search
         when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
-        if n < indexed:
-            return f"{plural(n, 'photo')}, {when} on this computer"
+        failed = self.svc.stats().get("failed", 0)
         # the library pane's count, and the files it skipped apart (trial 10: "841 photos" for 840)
         skipped = f" and {plural(failed, 'file')} it could not read" if failed else ""
-        return f"{plural(indexed, 'photo')}{skipped}, {when} on this computer"
+        return f"{plural(n, 'photo')}{skipped}, {when} on this computer"
 
     def apply_settings(self, new: Settings, confirm: bool = True) -> bool:
         """A model whose weights are missing is refused with the field to use (nothing changes); a
@@ -1251,14 +1240,13 @@ class MainWindow(QMainWindow):
         except HeatSearchError as e:
             QMessageBox.warning(self, "HeatSearch", str(e))
             return False
-        # no photos, or all indexed with these settings before: nothing to ask
-        if new.needs_new_space(old) and confirm and self.svc.stats().get("images", 0) and self.photos_to_index(new):
-            again = ("These settings were used before: the photos added since are indexed with them"
-                     if self.photos_to_index(new) < self.svc.stats().get("indexed", 0)
+        n, used = self.photos_to_index(new) if new.needs_new_space(old) and confirm else (0, False)
+        if n:  # (no photos, or all described with these settings before: nothing to ask)
+            again = ("These settings were used before: the photos not yet described with them are indexed" if used
                      else "These settings describe photos differently, so the library is indexed again")
             answer = QMessageBox.question(self, "Index the library again?",
-                                          f"{again} ({self.reindex_estimate(new)}). Searches keep working meanwhile with "
-                                          "the current index, and your photos are not touched. Continue?")
+                                          f"{again} ({self.reindex_estimate(new, n)}). Searches keep working meanwhile "
+                                          "with the current index, and your photos are not touched. Continue?")
             if answer != QMessageBox.Yes:
                 return False
         self.svc.apply_settings(new)
@@ -1293,6 +1281,7 @@ class MainWindow(QMainWindow):
         """Stop every worker (also called by tests). Never waits long: a model still loading dies
         with the process; the catalog is consistent at every commit."""
         self._refresh.stop()
+        self._model_check.stop()
         if getattr(self, "_dups", None) is not None:
             self._dups.runner.join(timeout)
         self.bridge.shutdown(timeout)
@@ -1342,6 +1331,15 @@ def photos_dir() -> str:
 
     pictures = QStandardPaths.writableLocation(QStandardPaths.PicturesLocation)
     return pictures if pictures and os.path.isdir(pictures) else os.path.expanduser("~")
+
+
+def model_load(settings: Settings) -> float:
+    """A photo's work for `settings`' model against the default's at 512 px: the model's cost
+    (registry, `benchmarks/backbone_speed.py`) times the photo size's pixels."""
+    from ..core.features.registry import REGISTRY
+
+    spec = REGISTRY.get(settings.backbone)
+    return (spec.cost if spec else 1.0) * (settings.max_side / 512) ** 2
 
 
 def check_weights(settings: Settings) -> None:

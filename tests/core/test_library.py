@@ -315,6 +315,19 @@ def test_while_a_new_model_indexes_the_space_searched_last_answers(tmp_path, pho
     assert snap.space.id == spaces[128] and snap.pending.id == spaces[96] and len(snap.all_vectors()[0]) == 13
     index(lib)
     assert lib.snapshot().space.id == spaces[96] and lib.snapshot().pending is None and lib.stats()["indexed"] == 13
+    # the same through a space never completed: 96 px gets a photo, 80 px (not ready), then 128 px
+    # lacks it: 96 px answers meanwhile
+    write_photo(photo_dir / "scene1" / "added.png", 78)
+    index(lib)
+    for side in (80, 128):
+        assert lib.run(lib.apply_settings(tiny_settings(max_side=side), reindex=False), timeout=60)
+    snap = lib.snapshot()
+    assert snap.space.id == spaces[96] and snap.pending.id == spaces[128] and len(snap.all_vectors()[0]) == 14
+    # a run of one folder (a watcher's) does not make it ready while others lack their photos
+    index(lib, only=[str(photo_dir / "scene2")])
+    assert lib.snapshot().pending.id == spaces[128]
+    index(lib)
+    assert lib.snapshot().space.id == spaces[128] and lib.snapshot().pending is None
     lib.close()
 
 

@@ -466,6 +466,12 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     assert "Indexing waits:" in win.library.summary.text() and "lite0.pth" in win.library.summary.text()
     res = search(qtbot, win, photo_dir / "scene2" / "img1.jpg")
     assert res is not None and res.hits[0].path == str((photo_dir / "scene2" / "img1.jpg").resolve())
+    # a photo added meanwhile: no run starts (each would fail and say so in a box)
+    boxes = []
+    when_modal(lambda dlg: (boxes.append(dlg.windowTitle()), dlg.reject()))  # (one would block the test)
+    write_photo(photo_dir / "scene1" / "while_away.png", 98)
+    qtbot.wait(3000)  # the watcher reacts within a second or two
+    assert win.index_cmd is None and svc.running is None and boxes == []
     # the drive is back: the window finds the file by itself, indexes, and the reason goes
     # (trial 20: the message stayed after the file was back, and nothing was indexed)
     weights.parent.mkdir()
@@ -473,8 +479,9 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     qtbot.waitUntil(lambda: "Indexing waits" not in win.library.summary.text(), timeout=30000)
     assert "Indexing waits" not in win.status_label.text()
     wait_idle(qtbot, win)
+    assert svc.stats()["indexed"] == 13  # with the photo added while it waited
     write_photo(photo_dir / "scene2" / "new.png", 99)  # and the watcher's runs index again
-    qtbot.waitUntil(lambda: svc.stats()["indexed"] == 13, timeout=60000)
+    qtbot.waitUntil(lambda: svc.stats()["indexed"] == 14, timeout=60000)
     assert (home / "settings.json").read_text() == settings_before
     win.shutdown()
 
@@ -1993,10 +2000,10 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     wait_idle(qtbot, window)
     change(Qt.Key_Up, yes=False)  # 320 px again: only the photo added since
     qtbot.waitUntil(lambda: len(asked) == 3, timeout=20000)
-    assert asked[2].startswith("These settings were used before: the photos added since are indexed with them "
-                               "(1 photo, about"), asked[2]
+    assert asked[2].startswith("These settings were used before: the photos not yet described with them are "
+                               "indexed (1 photo and 1 file it could not read, about"), asked[2]
     assert window.svc.settings.max_side == 256
-    window.last_rate = 10.0  # the last run's photos a second with the tiny network at 256 px
+    window.model_pace = 10.0 * 0.05 * (256 / 512) ** 2  # the last run: 10 photos a second, tiny network at 256 px
     change(preset="speed", yes=False)  # Lite0 at 512 px: 4x the pixels, 15x the tiny network's time
     qtbot.waitUntil(lambda: len(asked) == 4, timeout=20000)
     secs = re.search(r"13 photos and 1 file it could not read, about (\d+) seconds", asked[3])
@@ -2011,10 +2018,10 @@ def test_photos_moved_without_the_model_leave_the_re_index_estimate_alone(qtbot,
     for i in range(20):
         write_photo(d / f"p{i}.png", i, size=(160, 120))
     index_folder(qtbot, window, d)
-    rate = window.last_rate
+    rate = window.model_pace
     assert rate > 0
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         for i in range(20):
             (d / f"p{i}.png").rename(d / f"renamed{i}.png")  # the watcher's run finds them moved
     assert window.svc.stats()["indexed"] == 20
-    assert window.last_rate == rate
+    assert window.model_pace == rate

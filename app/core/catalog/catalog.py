@@ -243,32 +243,36 @@ class Catalog:
         """Make `space_id` the one indexing writes (the others stay, for searches until it is ready).
         The space active until now, when ready, takes ready_at = now: it answered the user's last
         searches, so it (not a space used once before it) answers until `space_id` is ready. A
-        space used before that lacks photos the replaced one holds (added meanwhile) is not ready
-        until a run completes it: it would answer without them (trial 20: 303 of 366 photos)."""
+        space used before that lacks photos added since is not ready until a run completes it: it
+        would answer without them (a real window read 303 of 366 photos searchable)."""
         now = time.time()
 
-        def indexed(s, sid):
-            return s.scalar(select(func.count()).select_from(Descriptor).join(Image, Descriptor.image_id == Image.id)
-                            .where(Descriptor.space_id == sid, Image.status == "indexed"))
-
         def write(s):
-            old = s.scalar(select(Space).where(Space.active == 1, Space.ready == 1, Space.id != space_id))
+            s.execute(update(Space).where(Space.active == 1, Space.ready == 1, Space.id != space_id).values(ready_at=now))
             new = s.get(Space, space_id)
-            if old is not None:
-                old.ready_at = now
-                if new.ready and indexed(s, new.id) < indexed(s, old.id):
-                    new.ready = 0
+            if new.ready and _lacking(s, space_id):
+                new.ready = 0
             s.execute(update(Space).values(active=case((Space.id == space_id, 1), else_=0)))
 
         self._write(write, max_wait=max_wait)
 
-    def set_ready(self, space_id: int) -> None:
+    def set_ready(self, space_id: int, complete_only: bool = False) -> bool:
+        """Mark `space_id` ready; complete_only: only when it describes every searchable photo of
+        the reachable folders. Returns whether it is ready."""
         def write(s):
             sp = s.get(Space, space_id)
-            if not sp.ready:
+            if not sp.ready and not (complete_only and _lacking(s, space_id)):
                 sp.ready, sp.ready_at = 1, time.time()
+            return bool(sp.ready)
 
-        self._write(write)
+        return self._write(write)
+
+    def lacking(self, key: str) -> int:
+        """How many searchable photos of the reachable folders the space `key` does not describe
+        (all of them for a space not made yet): what a switch to it indexes."""
+        with self._read() as s:
+            sid = s.scalar(select(Space.id).where(Space.key == key))
+            return _lacking(s, -1 if sid is None else sid)
 
     def set_mu(self, space_id: int, mu: np.ndarray, n_photos: int) -> None:
         def write(s):
@@ -731,12 +735,6 @@ class Catalog:
         total = {k: sum(d[k] for d in per.values()) for k in ("images", "indexed", "failed", "missing")}
         return {"folders": out, **total}
 
-    def indexed_per_space(self) -> dict[int, int]:
-        """{space id: photos indexed in it}: what a switch to that space would not index again."""
-        with self._read() as s:
-            return dict(s.execute(select(Descriptor.space_id, func.count()).join(Image, Descriptor.image_id == Image.id)
-                                  .where(Image.status == "indexed").group_by(Descriptor.space_id)).all())
-
     def date_range(self) -> tuple[float, float] | None:
         """(first, last) time a searchable photo was taken (POSIX), or None for an empty library."""
         with self._read() as s:
@@ -834,6 +832,13 @@ def _under(folder: str) -> list:
     esc = f.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     sep = "" if esc.endswith("/") else "/"
     return [Image.path == f, Image.path.like(f"{esc}{sep}%", escape="\\"), Image.path.like("?bytes:%")]
+
+
+def _lacking(s, space_id: int) -> int:
+    """Searchable photos in reachable folders (not offline) with no descriptor in `space_id`."""
+    have = select(Descriptor.image_id).where(Descriptor.space_id == space_id)
+    return s.scalar(select(func.count()).select_from(Image).join(Folder, Image.folder_id == Folder.id)
+                    .where(Image.status == "indexed", Folder.state != "offline", Image.id.not_in(have)))
 
 
 def _space_row(sp: Space) -> SpaceRow:

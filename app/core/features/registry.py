@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -310,8 +310,7 @@ def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> B
     mean, std = module.normalisation
     with torch.inference_mode():
         probe = module(torch.zeros(1, 3, 64, 64))
-    spec = BackboneSpec(spec.name, int(probe.shape[1]), 64 // int(probe.shape[-1]), spec.description,
-                        spec.locate, spec.build, tuple(mean), tuple(std), label=spec.label)
+    spec = replace(spec, channels=int(probe.shape[1]), stride=64 // int(probe.shape[-1]), mean=tuple(mean), std=tuple(std))
     for p in module.parameters():
         p.requires_grad_(False)
     return Backbone(spec, path, digest, mean, std, module)

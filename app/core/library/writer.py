@@ -297,11 +297,14 @@ class LibraryWriter:
             st.index.hide(ids)
         self.publish()
 
-    def mark_ready(self) -> None:
-        """An indexing run finished in the target: it answers searches from now on."""
+    def mark_ready(self, whole: bool = True) -> None:
+        """An indexing run finished in the target: it answers searches from now on. whole: the
+        run scanned every folder (else it is ready only when it lacks no photo: a watcher's run
+        of one folder after a stopped run left the others out)."""
         if self.target is None or self.target.row.ready:
             return
-        self.catalog.set_ready(self.target.id)
+        if not self.catalog.set_ready(self.target.id, complete_only=not whole):
+            return
         self.target.row = self.catalog.space_by_id(self.target.id)
         if self.serving is not self.target:
             self.log("the new descriptions are complete: searches use them from now on")
@@ -484,7 +487,6 @@ class LibraryWriter:
         older space answers meanwhile. Runs on the writer thread; readers get the published copy."""
         st = self.target or self.serving
         out = self.catalog.stats(st.id if st else None, self.folders)
-        per = self.catalog.indexed_per_space()
         sv = self.serving
         out.update({
             "generation": self.generation,
@@ -497,7 +499,6 @@ class LibraryWriter:
             "unusable": self.unusable,
             "library": self.catalog.where,
             "taken_range": self.catalog.date_range(),
-            "indexed_by_space": {sp.key: per.get(sp.id, 0) for sp in self.catalog.spaces()},
         })
         return out
 

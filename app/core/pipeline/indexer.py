@@ -283,7 +283,7 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
         return
     prog.total = len(p.tasks)
     if not p.tasks:
-        yield from _finish(writer, control, p, prog)
+        yield from _finish(writer, control, p, prog, whole=only is None)
         return
     sp = writer.target.row.info
     if sp.precision == "int8" and not sp.model_digest:
@@ -374,7 +374,7 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
         writer.save()
         yield prog.emit()
         return
-    yield from _finish(writer, control, p, prog)
+    yield from _finish(writer, control, p, prog, whole=only is None)
 
 
 def _present(records: list, p: Plan) -> list:
@@ -467,10 +467,10 @@ def _forget_gone(writer: "LibraryWriter", p: Plan, gone: dict[int, str], prog: P
         prog.last_errors.append((paths.display(d), "this folder is gone: its photos are kept as missing until you forget them"))
 
 
-def _finish(writer: "LibraryWriter", control, p: Plan, prog: Progress) -> Iterator[Progress]:
+def _finish(writer: "LibraryWriter", control, p: Plan, prog: Progress, whole: bool = True) -> Iterator[Progress]:
     """Rows whose file is gone (and that no moved file claimed): removed, or marked missing when
-    their whole directory vanished; then the target is ready, the whitening policy, the search
-    backend, the files."""
+    their whole directory vanished; then the target is ready (after a run of some folders only
+    when nothing is left out), the whitening policy, the search backend, the files."""
     if p.vanished:
         _settle_vanished(writer, p)
     _forget_gone(writer, p, p.gone, prog, lambda: control.cancelled)
@@ -480,7 +480,7 @@ def _finish(writer: "LibraryWriter", control, p: Plan, prog: Progress) -> Iterat
     prog.phase = "finishing"
     yield prog.emit()
     if not control.cancelled:
-        writer.mark_ready()
+        writer.mark_ready(whole)
         writer.refit_whitening(cancelled=lambda: control.cancelled)
         writer.maintain(lambda: control.cancelled)
     writer.publish()
