@@ -98,6 +98,7 @@ class MainWindow(QMainWindow):
         self._indexed_at = -1e9  # time.monotonic() of the last run that indexed photos (cleared by
         # anything said after it: a removal, a failure)
         self._rescan_asked = False  # the next run's end is said, whatever it finds (`rescan`)
+        self._search_failed = False  # the last search failed for a reason a library change may mend
         self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
         self._viewer_note = ""  # "; the viewer closed: …", for the next search's status words
@@ -672,8 +673,12 @@ class MainWindow(QMainWindow):
 
     def _search_again_if_changed(self) -> None:
         """Results shown from a library that has changed since (a search made while indexing, or
-        before photos were added or removed) are searched again: no partial or stale list stays."""
-        if self.last_result is not None and self.last_result.generation != self.svc.snapshot().generation:
+        before photos were added or removed, or with another model: trial 21 kept ResNet50's
+        results after going back to the built-in model) are searched again, and a search that
+        failed (its model's weights file gone) is tried again: no partial or stale list stays."""
+        snap, res = self.svc.snapshot(), self.last_result
+        space = snap.space.id if snap.space is not None else 0
+        if (res is not None and (res.generation, res.space_id) != (snap.generation, space)) or self._search_failed:
             self.run_search()
 
     def _show_progress(self, prog):
@@ -942,6 +947,7 @@ class MainWindow(QMainWindow):
         if self.last_request is None or res.request_id != self.last_request.id:
             return  # a stale answer never replaces a newer one
         self.last_result = res
+        self._search_failed = False
         self.loader.clear_queue()
         # the overlay shows what matches this query; its own photo and copies, its own heat,
         # stretched as the query pane draws it
@@ -972,6 +978,7 @@ class MainWindow(QMainWindow):
 
     def _on_search_failed(self, req_id, msg):
         if self.last_request is not None and req_id == self.last_request.id:
+            self._search_failed = "cannot read the query" not in msg and "no such photo" not in msg
             self._scroll_top = False
             self.status_label.setText(msg)
             if "cannot read the query" in msg or "no such photo" in msg:

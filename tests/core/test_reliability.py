@@ -147,6 +147,29 @@ def test_3_unusable_weights_in_the_settings_never_replace_the_library(tmp_path):
     one_line(cli("index", d, home=home), "passwd")  # indexing with it is refused, in one line
 
 
+def test_3_with_its_weights_file_away_a_model_that_runs_answers(tmp_path):
+    """Trial 21: the settings' model (a weights file the user named) is away with its drive: no
+    search worked, though the library also held another model's descriptions. The newest space
+    whose model runs here answers, a photo the library does not hold included."""
+    from app.core.features.registry import load_backbone
+
+    home = tmp_path / "home"
+    d = photos(tmp_path / "photos", 6, size=(160, 120))
+    tiny_settings(max_side=128).save(home)
+    assert cli("index", d, home=home).returncode == 0
+    weights = tmp_path / "drive" / "lite0.pth"
+    weights.parent.mkdir()
+    shutil.copy(load_backbone("efficientnet-lite0").weights_path, weights)
+    tiny_settings(backbone="efficientnet-lite0", weights=str(weights), max_side=128, engine="torch").save(home)
+    assert cli("index", d, home=home).returncode == 0
+    shutil.rmtree(weights.parent)  # the drive is unplugged
+    other = photos(tmp_path / "other", 1, seed=5, size=(160, 120)) / "p00.png"
+    r = cli("search", other, "--top", "3", "--json", home=home)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["results"]) == 3 and "lite0.pth" in r.stderr
+    one_line(cli("index", d, home=home), "lite0.pth")  # indexing with it is still refused
+
+
 @pytest.mark.parametrize("damage", ["middle", "empty"])
 def test_4_a_damaged_catalog_is_one_line_and_left_untouched(tmp_path, home, damage):
     """(4) Garbage in the middle of the catalog, or a 0-byte catalog: every command says it is

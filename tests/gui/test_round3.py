@@ -1991,8 +1991,11 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
         wait_idle(qtbot, window)
         if n == 1:
             at_256 = window.svc.snapshot().space.id
-    change(Qt.Key_Down)  # back to 256 px: every photo is indexed with these settings, nothing to ask
+    search(qtbot, window, photo_dir / "scene0" / "img0.jpg")  # answered at 320 px
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):  # searched again (trial 21: the grid kept them)
+        change(Qt.Key_Down)  # back to 256 px: every photo is indexed with these settings, nothing to ask
     qtbot.waitUntil(lambda: window.svc.settings.max_side == 256 and window.svc.snapshot().space.id == at_256, timeout=20000)
+    assert window.last_result.space_id == at_256
     wait_idle(qtbot, window)
     assert len(asked) == 2 and at_256 != first, asked
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):

@@ -168,12 +168,29 @@ class LibraryWriter:
         else:
             ready = sorted((s for s in spaces if s.ready and s.id != row.id), key=lambda s: s.ready_at)
             self.serving = (old.get(ready[-1].id) or self._load(ready[-1], cancelled)) if ready else self.target
-        if self.unusable and not self.read_only:
-            self.target = None  # nothing may be indexed with a model that cannot run
+        if self.unusable:
+            # searches need the model of the space that answers: when the settings' own cannot run,
+            # the newest ready space whose model can (trial 21: no search worked while the weights
+            # file was away, though the built-in model's descriptions were there)
+            ready = sorted((s for s in spaces if s.ready), key=lambda s: (s.id != self.serving.id, -s.ready_at))
+            runs = next((s for s in ready if self._runs(s)), None)
+            if runs is not None and runs.id != self.serving.id:
+                self.serving = old.get(runs.id) or self._load(runs, cancelled)
+            if not self.read_only:
+                self.target = None  # nothing may be indexed with a model that cannot run
         if not self.read_only:
             self.catalog.take_in_nested_folders()
         self.refresh_folders()
         self.publish()
+
+    def _runs(self, row: SpaceRow) -> bool:
+        """Whether the model of space `row` can be built here (its weights file found, the same
+        file): what searches in it need. Cheap: locates and hashes (cached), builds nothing."""
+        weights = self.settings.weights if row.info.backbone == self.settings.backbone else ""
+        try:
+            return load_backbone(row.info.backbone, weights or None).weights_digest == row.info.weights_digest
+        except HeatSearchError:
+            return False
 
     def _load(self, row: SpaceRow, cancelled=None) -> SpaceState:
         w = whitening_of(row)

@@ -128,6 +128,7 @@ class SearchResult:
     total: int = 0  # results before the cut-off
     generation: int = 0
     query_raw: np.ndarray | None = field(default=None, repr=False)  # (C,) float32 raw descriptor: match_grid's query
+    space_id: int = 0  # the descriptor space that answered (another after a change of model)
 
 
 RESULT_MAPS_BYTES = 48 << 20  # result photos' maps kept for match grids (~1.3 MB each at 512 px; more with larger models)
@@ -270,7 +271,8 @@ class Searcher:
         timings.update(query_ms=(t1 - t0) * 1000)
         w = d.share / max(float(d.share.max()), 1e-12) if d.share is not None else None
         return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
-                            d.where if req.box is not None else None, plan, total, snap.generation, d.raw)
+                            d.where if req.box is not None else None, plan, total, snap.generation, d.raw,
+                            snap.space.id if snap.space is not None else 0)
 
     def match_grid(self, query_raw: np.ndarray, path: str) -> np.ndarray:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
