@@ -424,8 +424,10 @@ def cmd_forget(a) -> int:
     svc = _open(a, write=True)
     try:
         n = svc.run(svc.forget(a.path, missing_only=a.missing))
-        what = "missing photos (and skipped files of folders that are gone)" if a.missing else "images"
-        print(f"forgot {n} {what} under {display(a.path)} (the photos themselves are untouched)")
+        what = "missing photo" if a.missing else "photo"
+        also = " (and skipped files of folders that are gone)" if a.missing else ""
+        print(f"forgot {n} {what}{'' if n == 1 else 's'}{also} under {display(a.path)} "
+              "(the photos themselves are untouched)")
     finally:
         svc.close()
     return 0

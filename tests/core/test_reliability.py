@@ -353,7 +353,7 @@ def test_9_a_forgotten_subfolder_stays_forgotten(tmp_path, home):
     photos(root / "keep", 4)
     photos(root / "drop", 3, seed=20)
     assert cli("index", root, home=home).returncode == 0
-    assert "forgot 3 images" in cli("forget", root / "drop", home=home).stdout
+    assert "forgot 3 photos under" in cli("forget", root / "drop", home=home).stdout
     r = cli("index", root, home=home)
     assert r.returncode == 0 and "indexed 4 of 4" in r.stdout, r.stdout
     r = cli("index", root / "drop", home=home)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButton
 
 from app.core.heatmap import normalise
@@ -46,9 +46,9 @@ def add_watching(window, folder) -> list:
     return seen
 
 
-def remove_folder(qtbot, window, name: str, key=Qt.Key_Return) -> str:
+def remove_folder(qtbot, window, name: str, key="Alt+R") -> str:
     """The library folder ending in `name` clicked in the Library pane, then Remove, and `key`
-    pressed on the question (Return: its default button); returns the question asked."""
+    pressed on the question (Alt+R: its Remove button); returns the question asked."""
     lib = window.library.folder_list
     row = next(i for i in range(lib.count()) if lib.item(i).data(Qt.UserRole).endswith(name))
     qtbot.mouseClick(lib.viewport(), Qt.LeftButton, pos=lib.visualItemRect(lib.item(row)).center())
@@ -56,7 +56,7 @@ def remove_folder(qtbot, window, name: str, key=Qt.Key_Return) -> str:
 
     def answer(dlg):
         asked.append(dlg.text())
-        qtbot.keyClick(dlg, key)
+        qtbot.keySequence(dlg, QKeySequence(key)) if isinstance(key, str) else qtbot.keyClick(dlg, key)
 
     when_modal(answer)
     qtbot.mouseClick(window.library.remove_btn, Qt.LeftButton)

@@ -308,6 +308,10 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
         return
     prog.workers = producer.workers
     cancelled = lambda: control.cancelled  # noqa: E731
+    # the pace counts the calibration's time: its sample's photos are described then and counted
+    # done in a blink after it (trial 21: "22 s left" at 64 of 365, 52 s in fact, with ResNet50)
+    t0 = time.monotonic()
+    paused0 = control.paused_s
     if p.calibrate:
         prog.phase = "calibrating"
         yield prog.emit()
@@ -322,8 +326,6 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     yield prog.emit()
     sp = writer.target.row.info
     params = HewParams(sp.threshold, sp.z_ratio)
-    t0 = time.monotonic()
-    paused0 = control.paused_s
 
     def waiting(msg):
         prog.message = msg
