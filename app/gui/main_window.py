@@ -1000,12 +1000,16 @@ class MainWindow(QMainWindow):
             # the preview showed a result the cut-off now hides (trial 12)
             self.results_view.setCurrentIndex(QModelIndex())
             self.preview.clear()
+        # copies One per duplicate folded in, with the count they belong to (trial 9 read them as
+        # hidden by the cut-off), short: the line is cut at 1366 px (trials 10, 21)
+        folded = sum(len(h.hidden_copies) for h in hits if shown_score(h.score) >= cut)
+        more = f" (+{copies_words(folded)})" if folded else ""
         if not hits:
             msg = "No results" + (" (the filters leave no photo)" if self.last_request and self.last_request.filters.active else "")
         elif hidden:
-            msg = f"{shown} shown of {len(hits)}; the cut-off hides {hidden}"
+            msg = f"{shown} shown{more} of {len(hits)}; the cut-off hides {hidden}"
         else:
-            msg = f"{len(hits)} results"
+            msg = f"{len(hits)} results{more}"
         others = [shown_score(h.score) for h in hits if not (h.duplicate or h.copy)]
         if shown and others and max(others) < 0.5:
             # every photo reads as no match (trial 19: after the query's own folder was removed,
@@ -1014,13 +1018,10 @@ class MainWindow(QMainWindow):
         self.results_view.set_empty_note(
             f"No result reads {cut:.2f} or more (the relevance cut-off): the library may hold nothing like this.\n"
             f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")
-        folded = sum(len(h.hidden_copies) for h in hits if shown_score(h.score) >= cut)
-        if folded:  # trial 9 read copies that One per duplicate folded in as hidden by the cut-off;
-            # short: the line is cut at 1366 px (trial 10)
-            msg += f"; {copies_words(folded)} folded in"
         self.results.info.setText(msg)
-        self.results.info.setToolTip(f"One per duplicate shows one photo of each set of copies: {copies_words(folded)} "
-                                     "are folded into their photo's tile (+N on it)" if folded else "")
+        if folded:  # the whole line, then what the copies are
+            self.results.info.setToolTip(f"{msg}\nOne per duplicate shows one photo of each set of copies: "
+                                         f"{copies_words(folded)} are folded into their photo's tile (+N on it)")
 
     def set_overlay(self, on: bool):
         self.query.set_heat(on)

@@ -978,7 +978,7 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     viewer = open_viewer(qtbot, window, row=0)
     assert "(and 2 copies, One per duplicate)" in viewer.caption.text()
     # trial 9: the count line read as if the cut-off hid them
-    assert window.results.info.text().endswith("; 2 copies folded in"), window.results.info.text()
+    assert window.results.info.text().startswith("8 results (+2 copies);"), window.results.info.text()
     assert "2 copies are folded into their photo's tile" in window.results.info.toolTip()
 
 
