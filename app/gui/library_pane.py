@@ -145,8 +145,9 @@ class LibraryPane(QWidget):
             text += (f"; describing them again for the new settings ({stats.get('indexed', 0)} done): searches use "
                      "the previous descriptions meanwhile")
         if stats.get("unusable") and stats.get("folders"):  # in full: the status line cut it (trial 20)
-            text += (f". Indexing waits: {stats['unusable']}. Searches use the library as it was indexed; indexing "
-                     "starts by itself once the model can run (its weights file back), or choose another model in Settings")
+            text += (f". Indexing waits: {stats['unusable']}. Searches use the descriptions made before (by a model "
+                     "that runs here); indexing starts by itself once the model can run (its weights file back), or "
+                     "choose another model in Settings")
         self.summary.setText(text)
 
     def current_path(self) -> str | None:
