@@ -269,7 +269,7 @@ class LibraryService:
             self._extractors = [(key, ex)] + self._extractors
             old, self._extractors = self._extractors[2:], self._extractors[:2]
             # the window's status line shows it: plain words (trial 20 read "OpenVINO on the CPU (exact)"
-            # as jargon; `heatsearch info` names the engine)
+            # as jargon; `heatsearch doctor` names the engine)
             self._log("Photo analyser ready" + (" (on the graphics card)" if ex.engine.device != "cpu" else ""))
         for _, o in old:
             o.engine.close()
