@@ -84,15 +84,18 @@ def add_and_pause(qtbot, win, folder, n: int) -> list:
     return seen
 
 
-def when_modal(use) -> None:
+def when_modal(use):
     """Call use(dialog) once a modal dialog is open (an action's dialog blocks its caller): the
-    person's clicks and keys on it. Looks again every 100 ms on a loaded machine."""
+    person's clicks and keys on it. Looks again every 100 ms on a loaded machine. Returns a
+    function that stops looking (for a dialog that may not open: else it answers a later one)."""
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     tries = [200]  # 20 s: a dialog that never opens is not answered in a later test
 
     def look():
+        if tries[0] <= 0:
+            return
         dlg = QApplication.activeModalWidget()
         if dlg is None:
             tries[0] -= 1
@@ -102,6 +105,7 @@ def when_modal(use) -> None:
         use(dlg)
 
     QTimer.singleShot(300, look)
+    return lambda: tries.__setitem__(0, 0)
 
 
 def answer_file_dialog(qtbot, path, seen: list | None = None, file_type: str = "") -> None:

@@ -468,9 +468,10 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     assert res is not None and res.hits[0].path == str((photo_dir / "scene2" / "img1.jpg").resolve())
     # a photo added meanwhile: no run starts (each would fail and say so in a box)
     boxes = []
-    when_modal(lambda dlg: (boxes.append(dlg.windowTitle()), dlg.reject()))  # (one would block the test)
+    stop = when_modal(lambda dlg: (boxes.append(dlg.windowTitle()), dlg.reject()))  # (one would block the test)
     write_photo(photo_dir / "scene1" / "while_away.png", 98)
     qtbot.wait(3000)  # the watcher reacts within a second or two
+    stop()
     assert win.index_cmd is None and svc.running is None and boxes == []
     # the drive is back: the window finds the file by itself, indexes, and the reason goes
     # (trial 20: the message stayed after the file was back, and nothing was indexed)
@@ -1975,12 +1976,15 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
                 qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
                 dlg.size.setFocus()
                 qtbot.keyClick(dlg.size, step)
-            when_modal(answer)
+            stops.append(when_modal(answer))
             ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
             qtbot.mouseClick(ok, Qt.LeftButton)
 
+        stops = []
         when_modal(use_dialog)
-        menu_action(window, "Settings…").trigger()
+        menu_action(window, "Settings…").trigger()  # returns once the dialog and any question are closed
+        for stop in stops:
+            stop()  # no question was asked: not to answer a later dialog
 
     for n, key in enumerate((Qt.Key_Down, Qt.Key_Up), 1):  # 128 (below the field's least) -> 256 -> 320 px
         change(key)
