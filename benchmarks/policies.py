@@ -405,7 +405,7 @@ def table(title: str, rows: dict[str, dict]) -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "bf16", "refine", "box", "final", "regional", "mean", "drift",
-                                                          "boxown", "hertop"])
+                                                          "boxown", "hertop", "hermin"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
@@ -467,6 +467,15 @@ def main():
             # against 0.77 for the next kept HeR off for a landmark: trial 11's Louvre photo)
             base = replace(shipped, box_own=True)
             variants = {"best match": base, "second best": replace(base, her_top=1)}
+            for kind, n in LIBRARIES:
+                rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"HeR's decision, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "hermin":
+            # HeR's decision: how many close neighbours it takes (a UKBench object among many
+            # others in a library of other kinds counted 10-13: trial 21's book)
+            base = replace(shipped, box_own=True)
+            variants = {f"at least {m}": replace(base, min_cluster=m) for m in (10, 12, 14)}
             for kind, n in LIBRARIES:
                 rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows

@@ -1212,22 +1212,32 @@ class MainWindow(QMainWindow):
             return
         self.apply_settings(dlg.result_settings())
 
-    def photos_to_index(self, new: Settings) -> tuple[int, bool]:
-        """(photos a switch to `new` describes, whether these settings were used before): the
-        library's, less those an earlier use of the same settings left described (trial 20: going
-        back to the built-in model said 68 s). Reads the catalog: once per question."""
-        try:
-            key = resolve_space(new)[0]
-        except HeatSearchError:
-            return self.svc.stats().get("indexed", 0), False
-        return self.svc.catalog.lacking(key), self.svc.catalog.space(key) is not None
+    def photos_to_index(self, new: Settings) -> tuple[int, bool, bool]:
+        """(photos a switch to `new` describes, whether these settings were used before, whether
+        its model is set up here): the library's, less those an earlier use of the same settings
+        left described (trial 20: going back to the built-in model said 68 s). Reads the catalog:
+        once per question."""
+        from ..core.config import models_dir
+        from ..core.features.engine import EngineChoice, needs_export
 
-    def reindex_estimate(self, new: Settings, n: int) -> str:
+        try:
+            key, bb = resolve_space(new)
+        except HeatSearchError:
+            return self.svc.stats().get("indexed", 0), False, True
+        return (self.svc.catalog.lacking(key), self.svc.catalog.space(key) is not None,
+                not needs_export(bb, EngineChoice(new.engine, new.device, new.precision == "fastest"),
+                                 models_dir(self.svc.home)))
+
+    def reindex_estimate(self, new: Settings, n: int, set_up: bool = True) -> str:
         """`n` photos and the time describing them with `new` takes here: the last run's pace
         (photos a second of a model of cost 1 at 512 px, `model_pace`), over `new`'s model cost
-        and photo size (README: "Speed")."""
+        and photo size (README: "Speed"); and, unless `set_up`, the model's first export."""
+        from ..core.features.registry import REGISTRY
+
         pace = self.model_pace or float(self.ui_settings.value("model_pace", 0) or 0) or ESTIMATED_RATE
         s = max(1, int(n * model_load(new) / max(pace, 0.01) + 0.5))
+        if not set_up and new.backbone in REGISTRY:  # trial 21: ResNet50 said 71 s, took 84
+            s += int(REGISTRY[new.backbone].setup + 0.5)
         if new.precision == "int8" and self.svc.settings.precision != "int8":
             s += 30  # tuning the 8-bit model first: 11-14 s in the benchmark, 28 s in a trial beside a search
         when = f"about {plural(int(s / 60 + 0.5), 'minute')}" if s >= 90 else f"about {plural(s, 'second')}"
@@ -1248,12 +1258,12 @@ class MainWindow(QMainWindow):
         except HeatSearchError as e:
             QMessageBox.warning(self, "HeatSearch", str(e))
             return False
-        n, used = self.photos_to_index(new) if new.needs_new_space(old) and confirm else (0, False)
+        n, used, set_up = self.photos_to_index(new) if new.needs_new_space(old) and confirm else (0, False, True)
         if n:  # (no photos, or all described with these settings before: nothing to ask)
             again = ("These settings were used before: the photos not yet described with them are indexed" if used
                      else "These settings describe photos differently, so the library is indexed again")
             answer = QMessageBox.question(self, "Index the library again?",
-                                          f"{again} ({self.reindex_estimate(new, n)}). Searches keep working meanwhile "
+                                          f"{again} ({self.reindex_estimate(new, n, set_up)}). Searches keep working meanwhile "
                                           "with the current index, and your photos are not touched. Continue?")
             if answer != QMessageBox.Yes:
                 return False

@@ -1951,15 +1951,17 @@ def test_only_the_query_itself_reads_1_00():
     assert shown_score(0.5) == 0.5 and shown_score(0.004) == 0.0 and shown_score(-1) == 0.0
 
 
-def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbot, window, photo_dir):
+def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbot, window, photo_dir, tmp_path,
+                                                                           monkeypatch):
     """Trial 20: the question before ResNet50 said 21 s (it took 75 s: the time scaled by pixels
-    only), and going back to the built-in model, whose photos were all indexed, said 68 s."""
+    only), and going back to the built-in model, whose photos were all indexed, said 68 s. Trial
+    21: ResNet50 said 71 s, took 84: its first use exports the model (registry `setup`)."""
     (photo_dir / "scene0" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a photo")  # tried again, not asked for
     index_folder(qtbot, window, photo_dir)
     first = window.svc.snapshot().space.id
     asked = []
 
-    def change(step=None, preset=None, yes=True):
+    def change(step=None, preset=None, yes=True, engine_auto=False):
         def answer(box):
             if not isinstance(box, QMessageBox):  # none was asked: this is the next change's dialog
                 return
@@ -1972,6 +1974,11 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
             if preset:
                 b = dlg.preset_buttons[preset]
                 qtbot.mouseClick(b, Qt.LeftButton, pos=QPoint(8, b.height() // 2))
+                if engine_auto:  # Engine: Automatic (the first), OpenVINO here, which exports a model
+                    qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+                    dlg.engine.setFocus()
+                    qtbot.keyClick(dlg.engine, Qt.Key_Home)
+                    assert dlg.engine.currentData() == "auto"
             else:
                 qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
                 dlg.size.setFocus()
@@ -2005,16 +2012,17 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         write_photo(photo_dir / "scene1" / "added.png", 42)  # the watcher indexes it at 256 px
     wait_idle(qtbot, window)
+    window.model_pace = 10.0 * 0.05 * (256 / 512) ** 2  # the last run: 10 photos a second, tiny network at 256 px
     change(Qt.Key_Up, yes=False)  # 320 px again: only the photo added since
     qtbot.waitUntil(lambda: len(asked) == 3, timeout=20000)
     assert asked[2].startswith("These settings were used before: the photos not yet described with them are "
-                               "indexed (1 photo and 1 file it could not read, about"), asked[2]
+                               "indexed (1 photo and 1 file it could not read, about 1 second "), asked[2]  # set up
     assert window.svc.settings.max_side == 256
-    window.model_pace = 10.0 * 0.05 * (256 / 512) ** 2  # the last run: 10 photos a second, tiny network at 256 px
-    change(preset="speed", yes=False)  # Lite0 at 512 px: 4x the pixels, 15x the tiny network's time
+    monkeypatch.setenv("HEATSEARCH_MODELS", str(tmp_path / "no-models"))  # no model exported here yet
+    change(preset="speed", yes=False, engine_auto=True)  # Lite0 at 512 px: 4x the pixels, 15x the tiny network's time
     qtbot.waitUntil(lambda: len(asked) == 4, timeout=20000)
-    secs = re.search(r"13 photos and 1 file it could not read, about (\d+) seconds", asked[3])
-    assert secs and 65 <= int(secs.group(1)) <= 95, asked[3]  # 13 / (10 / 4 / 15.4) = 80 s
+    # 13 / (10 / 4 / 15.4) = 80 s, and 3 s to export Lite0 (`python benchmarks/backbone_speed.py`)
+    assert "13 photos and 1 file it could not read, about 83 seconds" in asked[3], asked[3]
     assert window.svc.settings.backbone == "tiny-random"
 
 

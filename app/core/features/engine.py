@@ -243,6 +243,20 @@ def openvino_model(bb: Backbone, models_dir: Path, log: Callable[[str], None] = 
     return ensure_onnx(bb, models_dir, log)
 
 
+def needs_export(bb: Backbone, choice: "EngineChoice", models_dir: Path) -> bool:
+    """Whether a first use of `bb` as `choice` says exports it (registry `setup` seconds): a CPU
+    runtime with no model file of it here, bundled or cached (not checked against its record)."""
+    try:
+        first = choice.candidates()[:1]
+    except EngineError:
+        return False
+    if first in ([], ["torch"]):
+        return False
+    name = onnx_name(bb)
+    return not any(p.is_file() for p in (bundled_models_dir() / name.replace(".onnx", ".xml"),
+                                         bundled_models_dir() / name, models_dir / name))
+
+
 def bundled_models_dir() -> Path:
     """Exported models shipped with a bundle (resources/models), or beside a checkout."""
     base = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parents[3]))

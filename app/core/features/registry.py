@@ -48,6 +48,9 @@ class BackboneSpec:
     # the network's time per photo against the default's (a re-index estimate): OpenVINO on 2 cores
     # at 512 px, `python benchmarks/backbone_speed.py`: Lite2 43 ms, Lite0 33, ResNet50 180, VGG16 592-673
     cost: float = 1.0
+    # seconds its first use here takes: exported from PyTorch and compiled for OpenVINO (same
+    # benchmark: Lite2 4 s, Lite0 3, ResNet50 6, VGG16 9)
+    setup: float = 4.0
 
 
 class Backbone:
@@ -264,29 +267,31 @@ def register(spec: BackboneSpec) -> None:
     REGISTRY[spec.name] = spec
 
 
-_COST = {"lite0": 0.77, "lite2": 1.0}
+_COST, _SETUP = {"lite0": 0.77, "lite2": 1.0}, {"lite0": 3.0, "lite2": 4.0}
 _LABELS = {"lite0": "EfficientNet-Lite0 (built in, fastest)", "lite2": "EfficientNet-Lite2 (built in, recommended)"}
 for _v, _block in (("lite0", 320), ("lite2", 352)):
     register(BackboneSpec(f"efficientnet-{_v}", 1280, 32, f"EfficientNet-{_v.title()} ImageNet, head after ReLU6 (offline, from PyPI)",
                           _lite_locator(_v), _lite_builder(_v, "head"), LITE_MEAN, LITE_STD, offline=True,
-                          label=_LABELS[_v], cost=_COST[_v]))
+                          label=_LABELS[_v], cost=_COST[_v], setup=_SETUP[_v]))
     register(BackboneSpec(f"efficientnet-{_v}-block", _block, 32, f"EfficientNet-{_v.title()} ImageNet, last block after ReLU (offline)",
                           _lite_locator(_v), _lite_builder(_v, "block"), LITE_MEAN, LITE_STD, offline=True,
-                          label=f"EfficientNet-{_v.title()}, smaller descriptors (built in)", cost=_COST[_v]))
+                          label=f"EfficientNet-{_v.title()}, smaller descriptors (built in)", cost=_COST[_v],
+                          setup=_SETUP[_v]))
 register(BackboneSpec("vgg16", 512, 16, "VGG16 ImageNet conv5_3 after ReLU (torchvision weights file)",
-                      _hub_locator("vgg16-397923af.pth", "vgg16"), _vgg16(False), label="VGG16 (needs its weights file)", cost=15.0))
+                      _hub_locator("vgg16-397923af.pth", "vgg16"), _vgg16(False), label="VGG16 (needs its weights file)", cost=15.0,
+                      setup=9.0))
 register(BackboneSpec("vgg16-pool5", 512, 32, "VGG16 ImageNet conv5_3 + pool5 (torchvision weights file)",
                       _hub_locator("vgg16-397923af.pth", "vgg16-pool5"), _vgg16(True),
-                      label="VGG16, coarser grid (needs its weights file)", cost=15.0))
+                      label="VGG16, coarser grid (needs its weights file)", cost=15.0, setup=9.0))
 register(BackboneSpec("resnet50", 2048, 32, "ResNet50 ImageNet layer4 after ReLU (torchvision weights file)",
                       _hub_locator("resnet50-0676ba61.pth", "resnet50"), _resnet50, label="ResNet50 (needs its weights file)",
-                      cost=4.2))
+                      cost=4.2, setup=6.0))
 register(BackboneSpec("cirtorch", 512, 16, "retrieval-finetuned cirtorch checkpoint (.pth you name), conv part",
                       _cirtorch_locate, _cirtorch_build, label="Retrieval-trained network (a checkpoint file you choose)",
-                      cost=8.0))  # most are ResNet101 (twice ResNet50's operations); not measured
+                      cost=8.0, setup=12.0))  # most are ResNet101 (twice ResNet50's operations); not measured
 register(BackboneSpec("tiny-random", 32, 8, "tiny random-init CNN (tests only; meaningless features)",
                       lambda _f: Path(os.devnull), _tiny_build, offline=True, label="Tiny test network (meaningless)",
-                      cost=0.05))
+                      cost=0.05, setup=1.0))
 
 
 def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> Backbone:
