@@ -336,8 +336,6 @@ def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window,
     with qtbot.waitSignal(window.indexingFinished, timeout=60000) as blocker:
         qtbot.mouseClick(window.library.resume_btn, Qt.LeftButton)
     # the resumed run counts over the library, as the pane does ("56 of 147" stood beside "160 of 251")
-    import re
-
     totals = {int(m[2]) for t in statuses if (m := re.search(r"Indexing (\d+) of (\d+)", t))}
     assert totals == {40}, statuses
     assert blocker.args[0].phase == "done" and window.svc.stats()["indexed"] == 40
@@ -354,8 +352,6 @@ def test_a_watcher_run_stopped_counts_like_a_full_one_and_offers_resume(qtbot, w
     """(trial 4) Photos copied into a subfolder start a run of that subfolder only (the watcher's):
     the pane read "10 photos" during it and, once cancelled, the status said "Resume: Library
     pane" where the pane offered no Resume."""
-    import re
-
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
     d = tmp_path / "photos"
     for i in range(10):
@@ -926,8 +922,6 @@ def test_the_status_line_and_the_library_pane_count_the_same_photos_while_indexi
                                                                                    monkeypatch):
     """The trial: "48 of 603 indexed" in the Library pane beside "Indexing 96 of 603" in the status
     line (the pane's count is refreshed at most every 1.5 s, the status line's on every batch)."""
-    import re
-
     monkeypatch.setattr("app.core.library.service.STATS_EVERY", 0.05)  # counts published during a short run
     d = tmp_path / "many"
     for i in range(400):
@@ -1191,8 +1185,6 @@ def test_the_relevance_cut_off_is_remembered(qtbot, tiny_home):
 def test_a_rescan_of_changed_photos_counts_them_once(qtbot, window, tmp_path):
     """Review: the status total was the library's count plus the run's tasks, and changed photos
     (already counted as indexed) are tasks too: 20 photos, 3 edited, read "Indexing 20 of 23"."""
-    import re
-
     d = tmp_path / "lib"
     for i in range(20):
         write_photo(d / f"p{i:02d}.png", i, size=(160, 120))
@@ -1236,8 +1228,6 @@ def test_a_skipped_photo_is_not_left_to_do_and_the_bar_shows_the_count_the_text_
                                                                                      monkeypatch):
     """The trial: a finished folder with one unreadable file read "442 of 443 indexed · 1 skipped"
     while another folder indexed, and the bar stood at 5 % beside "Indexing 754 of 1343"."""
-    import re
-
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
     first = tmp_path / "first"
     for i in range(10):
@@ -1675,7 +1665,6 @@ def test_a_folder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tmp_p
     qtbot.waitUntil(lambda: window.index_label.text().startswith("Forgot "), timeout=20000)
     assert window.svc.stats().get("missing", 0) == window.svc.stats().get("failed", 0) == 0
     # (trial 13) what it forgot is what it asked about: "26 photos" asked, "Forgot 41 missing photos" said
-    import re
     m = re.match(r"(\d+) photos? (?:is|are) marked missing because their folder vanished"
                  r"(?:, and (\d+) files? in it (?:was|were) skipped \(could not be read\))?\.", asked[0])
     # (trial 16) the one broken file is skipped; the photos that went before they were read are
