@@ -17,6 +17,7 @@
                                                    # (--few: libraries where one landmark has 10 photos)
     python benchmarks/policies.py --exp boxown     # HeR's decision for boxes with the boxed photo left out
     python benchmarks/policies.py --exp hertop     # HeR's decision with the second best match as "the best"
+    python benchmarks/policies.py --exp hermin     # HeR's decision: at least 10, 12 or 14 close neighbours
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
 revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.

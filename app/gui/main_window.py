@@ -1224,9 +1224,11 @@ class MainWindow(QMainWindow):
             key, bb = resolve_space(new)
         except HeatSearchError:
             return self.svc.stats().get("indexed", 0), False, True
+        # int8 runs on OpenVINO whatever the engine asked for (writer.resolve_space)
+        choice = EngineChoice("openvino", "cpu") if new.precision == "int8" else \
+            EngineChoice(new.engine, new.device, new.precision == "fastest")
         return (self.svc.catalog.lacking(key), self.svc.catalog.space(key) is not None,
-                not needs_export(bb, EngineChoice(new.engine, new.device, new.precision == "fastest"),
-                                 models_dir(self.svc.home)))
+                not needs_export(bb, choice, models_dir(self.svc.home)))
 
     def reindex_estimate(self, new: Settings, n: int, set_up: bool = True) -> str:
         """`n` photos and the time describing them with `new` takes here: the last run's pace

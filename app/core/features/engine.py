@@ -244,7 +244,7 @@ def openvino_model(bb: Backbone, models_dir: Path, log: Callable[[str], None] = 
 
 
 def needs_export(bb: Backbone, choice: "EngineChoice", models_dir: Path) -> bool:
-    """Whether a first use of `bb` as `choice` says exports it (registry `setup` seconds): a CPU
+    """Whether the first use of `bb` with `choice` exports it (registry `setup` seconds): a CPU
     runtime with no model file of it here, bundled or cached (not checked against its record)."""
     try:
         first = choice.candidates()[:1]
