@@ -99,6 +99,7 @@ class MainWindow(QMainWindow):
         # anything said after it: a removal, a failure)
         self._rescan_asked = False  # the next run's end is said, whatever it finds (`rescan`)
         self._search_failed = False  # the last search failed for a reason a library change may mend
+        self._again = None  # the request a library change made (the same query searched again)
         self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
         self._viewer_note = ""  # "; the viewer closed: …", for the next search's status words
@@ -680,6 +681,7 @@ class MainWindow(QMainWindow):
         space = snap.space.id if snap.space is not None else 0
         if (res is not None and (res.generation, res.space_id) != (snap.generation, space)) or self._search_failed:
             self.run_search()
+            self._again = self.last_request  # (its answer says when another model answers)
 
     def _show_progress(self, prog):
         if prog.total:
@@ -946,7 +948,7 @@ class MainWindow(QMainWindow):
     def _on_result(self, res: SearchResult):
         if self.last_request is None or res.request_id != self.last_request.id:
             return  # a stale answer never replaces a newer one
-        self.last_result = res
+        before, self.last_result = self.last_result, res
         self._search_failed = False
         self.loader.clear_queue()
         # the overlay shows what matches this query; its own photo and copies, its own heat,
@@ -964,8 +966,15 @@ class MainWindow(QMainWindow):
         self.query_view.set_weights(res.query_weights, res.weights_box)
         t = res.timings
         plan = res.plan
+        # another model's descriptions answer (trial 22: the weights file back, the same query's
+        # results changed without a word)
+        space = self.svc.snapshot().space
+        again, self._again = self._again, None
+        moved = (f"; searched again with {model_words(space)}, which answers now"
+                 if again is self.last_request and before is not None and before.space_id not in (0, res.space_id)
+                 and space is not None and space.id == res.space_id else "")
         self.status_label.setText(f"Search took {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"
-                                  f"{' (box)' if res.box else ''}{self._viewer_note}")
+                                  f"{' (box)' if res.box else ''}{moved}{self._viewer_note}")
         self._viewer_note = ""
         how = []
         if plan is not None and plan.qe:
@@ -1351,6 +1360,15 @@ def photos_dir() -> str:
 
     pictures = QStandardPaths.writableLocation(QStandardPaths.PicturesLocation)
     return pictures if pictures and os.path.isdir(pictures) else os.path.expanduser("~")
+
+
+def model_words(space) -> str:
+    """A space's model and photo size as Settings names them: "EfficientNet-Lite0 at 512 px"."""
+    from ..core.features.registry import REGISTRY
+
+    spec = REGISTRY.get(space.backbone)
+    name = spec.label.split(" (")[0] if spec is not None and spec.label else space.backbone
+    return f"{name} at {space.max_side} px"
 
 
 def model_load(settings: Settings) -> float:

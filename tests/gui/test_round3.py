@@ -1996,6 +1996,8 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
         change(Qt.Key_Down)  # back to 256 px: every photo is indexed with these settings, nothing to ask
     qtbot.waitUntil(lambda: window.svc.settings.max_side == 256 and window.svc.snapshot().space.id == at_256, timeout=20000)
     assert window.last_result.space_id == at_256
+    # said (trial 22: the weights file back, the same query's results changed without a word)
+    assert "; searched again with Tiny test network at 256 px, which answers now" in window.status_label.text()
     wait_idle(qtbot, window)
     assert len(asked) == 2 and at_256 != first, asked
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
