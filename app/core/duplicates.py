@@ -230,7 +230,9 @@ def kept_because(best: Member, other: Member, best_flags=(False, False, False), 
     if best.mtime != other.mtime and best.mtime and other.mtime:
         # the last word, not the minute's: a copy made seconds after its original (trial 14: the
         # copy in "copies/" kept over the photo "first by name")
-        return f"the older file (written {other.mtime - best.mtime:.1f} s before the other)"
+        gap = other.mtime - best.mtime  # (trial 22: "written 0.0 s before the other")
+        when = f"{gap:.1f} s" if gap >= 0.05 else f"{gap * 1000:.0f} ms" if gap >= 0.001 else "less than 1 ms"
+        return f"the older file (written {when} before the other)"
     return "identical by every rule, first by name"
 
 
