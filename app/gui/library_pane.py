@@ -117,10 +117,11 @@ class LibraryPane(QWidget):
                 count = "nothing left of it · Remove takes it off the list"
             else:
                 count = plural(indexed, "photo")
+            # a narrow pane wraps before a dot, not inside "1 skipped" (trial 22: "· 1" then "skipped")
             if failed:
-                count += f" · {failed} skipped"
+                count += f" ·\u00a0{failed}\u00a0skipped"
             if f.get("missing"):
-                count += f" · {f['missing']} missing"
+                count += f" ·\u00a0{f['missing']}\u00a0missing"
             state = {"offline": "  (offline: not reachable now)", "missing": "  (missing: the folder is gone)"}.get(f.get("state"), "")
             item = QListWidgetItem(f"{name}{state}\n{count}")
             item.setData(Qt.UserRole, f["path"])
@@ -165,7 +166,7 @@ class LibraryPane(QWidget):
                  if item.data(Qt.UserRole + 1) == "missing" else
                  "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.")
         box = QMessageBox(QMessageBox.Question, "Remove this folder from the library?",
-                          f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1]}.\n\n{after}",
+                          f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1].replace(chr(0xa0), ' ')}.\n\n{after}",
                           QMessageBox.NoButton, self)
         # the button says what it does (Alt+R); Enter and Escape cancel: nothing on disk is
         # touched, but a large folder's index takes hours to make again (trial 21: a mis-click
