@@ -100,6 +100,7 @@ class MainWindow(QMainWindow):
         self._rescan_asked = False  # the next run's end is said, whatever it finds (`rescan`)
         self._search_failed = False  # the last search failed for a reason a library change may mend
         self._again = None  # the request a library change made (the same query searched again)
+        self._shown_request = None  # the request whose answer the grid shows
         self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
         self._viewer_note = ""  # "; the viewer closed: …", for the next search's status words
@@ -949,6 +950,7 @@ class MainWindow(QMainWindow):
         if self.last_request is None or res.request_id != self.last_request.id:
             return  # a stale answer never replaces a newer one
         before, self.last_result = self.last_result, res
+        shown, self._shown_request = self._shown_request, self.last_request
         self._search_failed = False
         self.loader.clear_queue()
         # the overlay shows what matches this query; its own photo and copies, its own heat,
@@ -970,8 +972,10 @@ class MainWindow(QMainWindow):
         # results changed without a word)
         space = self.svc.snapshot().space
         again, self._again = self._again, None
+        req = self.last_request
+        same_query = shown is not None and shown.path == req.path and shown.image is req.image and shown.box == req.box
         moved = (f"; searched again with {model_words(space)}, which answers now"
-                 if again is self.last_request and before is not None and before.space_id not in (0, res.space_id)
+                 if again is req and same_query and before is not None and before.space_id not in (0, res.space_id)
                  and space is not None and space.id == res.space_id else "")
         self.status_label.setText(f"Search took {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"
                                   f"{' (box)' if res.box else ''}{moved}{self._viewer_note}")
@@ -1236,8 +1240,11 @@ class MainWindow(QMainWindow):
         # int8 runs on OpenVINO whatever the engine asked for (writer.resolve_space)
         choice = EngineChoice("openvino", "cpu") if new.precision == "int8" else \
             EngineChoice(new.engine, new.device, new.precision == "fastest")
-        return (self.svc.catalog.lacking(key), self.svc.catalog.space(key) is not None,
-                not needs_export(bb, choice, models_dir(self.svc.home)))
+        try:
+            set_up = not needs_export(bb, choice, models_dir(self.svc.home))
+        except Exception:  # noqa: BLE001 - an estimate never stops a change of settings
+            set_up = True
+        return self.svc.catalog.lacking(key), self.svc.catalog.space(key) is not None, set_up
 
     def reindex_estimate(self, new: Settings, n: int, set_up: bool = True) -> str:
         """`n` photos and the time describing them with `new` takes here: the last run's pace
@@ -1363,12 +1370,14 @@ def photos_dir() -> str:
 
 
 def model_words(space) -> str:
-    """A space's model and photo size as Settings names them: "EfficientNet-Lite0 at 512 px"."""
+    """A space's model, photo size and precision as Settings names them: "EfficientNet-Lite0
+    (512 px)", "ResNet50 (512 px, 8-bit)"."""
     from ..core.features.registry import REGISTRY
 
     spec = REGISTRY.get(space.backbone)
     name = spec.label.split(" (")[0] if spec is not None and spec.label else space.backbone
-    return f"{name} at {space.max_side} px"
+    bits = {"int8": ", 8-bit", "bf16": ", 16-bit"}.get(space.precision, "")
+    return f"{name} ({space.max_side} px{bits})"
 
 
 def model_load(settings: Settings) -> float:

@@ -1963,11 +1963,14 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
             if preset:
                 b = dlg.preset_buttons[preset]
                 qtbot.mouseClick(b, Qt.LeftButton, pos=QPoint(8, b.height() // 2))
-                if engine_auto:  # Engine: Automatic (the first), OpenVINO here, which exports a model
+                if engine_auto:  # Engine: Automatic (the first) on the processor: OpenVINO, which exports a model
                     qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
                     dlg.engine.setFocus()
                     qtbot.keyClick(dlg.engine, Qt.Key_Home)
-                    assert dlg.engine.currentData() == "auto"
+                    dlg.device.setFocus()
+                    qtbot.keyClick(dlg.device, Qt.Key_Home)
+                    qtbot.keyClick(dlg.device, Qt.Key_Down)
+                    assert (dlg.engine.currentData(), dlg.device.currentData()) == ("auto", "cpu")
             else:
                 qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
                 dlg.size.setFocus()
@@ -1997,7 +2000,9 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     qtbot.waitUntil(lambda: window.svc.settings.max_side == 256 and window.svc.snapshot().space.id == at_256, timeout=20000)
     assert window.last_result.space_id == at_256
     # said (trial 22: the weights file back, the same query's results changed without a word)
-    assert "; searched again with Tiny test network at 256 px, which answers now" in window.status_label.text()
+    assert "; searched again with Tiny test network (256 px), which answers now" in window.status_label.text()
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")  # a search of its own: nothing "again"
+    assert "again" not in window.status_label.text(), window.status_label.text()
     wait_idle(qtbot, window)
     assert len(asked) == 2 and at_256 != first, asked
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
@@ -2007,7 +2012,7 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     change(Qt.Key_Up, yes=False)  # 320 px again: only the photo added since
     qtbot.waitUntil(lambda: len(asked) == 3, timeout=20000)
     assert asked[2].startswith("These settings were used before: the photos not yet described with them are "
-                               "indexed (1 photo and 1 file it could not read, about 1 second "), asked[2]  # set up
+                               "indexed (1 photo and 1 file it could not read, about 1 second "), asked[2]
     assert window.svc.settings.max_side == 256
     monkeypatch.setenv("HEATSEARCH_MODELS", str(tmp_path / "no-models"))  # no model exported here yet
     change(preset="speed", yes=False, engine_auto=True)  # Lite0 at 512 px: 4x the pixels, 15x the tiny network's time

@@ -250,7 +250,7 @@ def needs_export(bb: Backbone, choice: "EngineChoice", models_dir: Path) -> bool
         first = choice.candidates()[:1]
     except EngineError:
         return False
-    if first in ([], ["torch"]):
+    if not first or first[0] == "torch" or not installed(first[0]):  # (PyTorch exports nothing)
         return False
     name = onnx_name(bb)
     return not any(p.is_file() for p in (bundled_models_dir() / name.replace(".onnx", ".xml"),
