@@ -151,16 +151,23 @@ class LibraryPane(QWidget):
                      "choose another model in Settings")
         self.summary.setText(text)
 
+    def chosen_item(self) -> QListWidgetItem | None:
+        """The folder row the person selected: not merely the current one, which the list makes
+        its first row when it takes the focus (trial 22: after a restart Remove offered to forget
+        a folder nobody chose)."""
+        items = self.folder_list.selectedItems()
+        return items[0] if items else None
+
     def current_path(self) -> str | None:
-        item = self.folder_list.currentItem()
+        item = self.chosen_item()
         return item.data(Qt.UserRole) if item is not None else None
 
     def _confirm_remove(self) -> None:
-        path = self.current_path()
-        if path is None:
-            QMessageBox.information(self, "Remove a folder", "Select a folder in the list first.")
+        item = self.chosen_item()
+        if item is None:
+            QMessageBox.information(self, "Remove a folder", "Select a folder in the list first (click it, or Space on it).")
             return
-        item = self.folder_list.currentItem()
+        path = item.data(Qt.UserRole)
         # (trial 17: a folder that is gone was said to keep its photos on disk "exactly as they are")
         after = ("The folder is gone from the disk; HeatSearch forgets what it knew of it."
                  if item.data(Qt.UserRole + 1) == "missing" else

@@ -1074,6 +1074,35 @@ def test_a_maximised_window_opens_maximised_again(qtbot, tiny_home):
         again.close()
 
 
+def test_after_a_restart_remove_offers_no_folder_nobody_chose(qtbot, tiny_home, photo_dir):
+    """Trial 22: after a restart the first folder row was already current (the list makes its
+    first row current when it takes the keyboard's focus), so Remove would offer to forget a
+    folder nobody chose. Now Remove asks for a choice; a clicked row is asked about."""
+    win = make_window(qtbot, tiny_home)
+    index_folder(qtbot, win, photo_dir)
+    win.close()
+    again = make_window(qtbot, tiny_home)
+    try:
+        lst = again.library.folder_list
+        qtbot.waitUntil(lambda: lst.count() == 1, timeout=10000)
+        lst.setFocus(Qt.TabFocusReason)  # where Tab puts the keyboard's focus
+        qtbot.waitUntil(lambda: lst.currentItem() is not None, timeout=3000)  # Qt's doing: current, not chosen
+        said = []
+        when_modal(lambda dlg: (said.append(dlg.text()), dlg.reject()))
+        qtbot.mouseClick(again.library.remove_btn, Qt.LeftButton)
+        assert said == ["Select a folder in the list first (click it, or Space on it)."], said
+        lst.setFocus(Qt.TabFocusReason)
+        qtbot.keyClick(lst, Qt.Key_Space)  # chosen by the keyboard
+        when_modal(lambda dlg: (said.append(dlg.text()), qtbot.keyClick(dlg, Qt.Key_Escape)))
+        qtbot.mouseClick(again.library.remove_btn, Qt.LeftButton)
+        assert said[1].startswith(f"Forget {photo_dir}?"), said
+        asked = remove_folder(qtbot, again, photo_dir.name, key=Qt.Key_Escape)  # clicked, then Escape
+        assert asked.startswith(f"Forget {photo_dir}?"), asked
+        assert again.svc.stats()["indexed"] == 12
+    finally:
+        again.close()
+
+
 def test_the_preview_gives_the_name_a_line_of_its_own(qtbot, window, tmp_path):
     """The trial: at 1920x1080 the preview's path was cut mid-name ("paris_defense_000050.j"): a
     path has no space to wrap at. Now the name has its own line, the folder the next."""
