@@ -1085,6 +1085,8 @@ def test_after_a_restart_remove_offers_no_folder_nobody_chose(qtbot, tiny_home, 
     try:
         lst = again.library.folder_list
         qtbot.waitUntil(lambda: lst.count() == 1, timeout=10000)
+        again.activateWindow()  # (a real X11 window takes the keyboard's focus only when active)
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is again, timeout=5000)
         lst.setFocus(Qt.TabFocusReason)  # where Tab puts the keyboard's focus
         qtbot.waitUntil(lambda: lst.currentItem() is not None, timeout=3000)  # Qt's doing: current, not chosen
         said = []
