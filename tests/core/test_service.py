@@ -95,6 +95,26 @@ def test_a_settings_change_during_indexing_preempts_and_resumes(tmp_path, many, 
     svc.close()
 
 
+def test_a_finished_switch_of_model_frees_the_old_one(tmp_path, many):
+    """The service keeps two extractors while a new model indexes (searches still use the old
+    one); once the new one is searchable, the old one is forgotten (trial 22: 759 MB with two
+    models, ~250 MB of them the model no longer used)."""
+    svc = open_lib(tmp_path / "h")
+    index(svc, [many])
+    searcher = Searcher(svc)
+    query = write_photo(tmp_path / "outside" / "q.png", 3, size=(96, 72))  # not in the library: the model runs
+    old = svc.snapshot().space.key
+    svc.run(svc.apply_settings(tiny_settings(max_side=96), reindex=False), timeout=60)
+    searcher.search(SearchRequest(path=str(query), top=3))  # the old model, while the new waits
+    assert svc.snapshot().space.key == old and len(svc._extractors) == 1
+    index(svc)
+    assert svc.snapshot().space.key != old
+    res = searcher.search(SearchRequest(path=str(query), top=3))
+    assert res.hits[0].path.endswith("p03.png")
+    assert [k[0] for k, _ in svc._extractors] == [svc.snapshot().space.key]
+    svc.close()
+
+
 def test_a_second_process_waits_naming_the_holder_or_reads(tmp_path, many, library):
     """(3) One writer per library across processes: `index` waits and says who holds the
     library; `search` reads it as it is; after the holder closes, the waiter runs."""
