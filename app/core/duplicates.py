@@ -36,7 +36,7 @@ import numpy as np
 
 from .library import paths
 from .errors import ImageError
-from .imageio import open_oriented
+from .imageio import open_oriented, stored_orientation
 from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
                         detail_scores, enlargement_residual, frame_grid, frame_scores, hamming, inverse_turn, orient,
                         variants)
@@ -637,6 +637,8 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     other_format = m.format_rank != keep.format_rank or os.path.splitext(m.path)[1].lower() != os.path.splitext(keep.path)[1].lower()
     if not words:
         words.append("in another format" if other_format else "re-encoded")
+        if stored_orientation(m.path) != stored_orientation(keep.path):  # (trial 22: a TIFF stored turned)
+            words.append("its pixels stored turned (a rotation tag shows it the same way)")
     key = ("bordered" if m.border > keep.border + BORDER_ADDED else "edited" if edited else "turned" if k
            else "resized" if not 0.9 * px_keep <= px_m <= 1.1 * px_keep else "format" if other_format else "reencoded")
     return key, "the same photo " + ", ".join(words), sim

@@ -337,6 +337,18 @@ def clip_box(box, size) -> tuple[int, int, int, int]:
     return x1, y1, x2, y2
 
 
+def stored_orientation(path) -> int:
+    """The EXIF orientation tag of a photo's file (1-8; 1 when it has none or cannot be read): how
+    its pixels are stored against how it is shown."""
+    try:
+        with warnings.catch_warnings(), Image.open(path) as img:
+            warnings.simplefilter("ignore")
+            o = img.getexif().get(0x0112, 1)
+            return o if o in range(1, 9) else 1
+    except Exception:  # noqa: BLE001 - a word in Duplicates, never a reason to fail
+        return 1
+
+
 def image_size(path) -> tuple[int, int]:
     """(w, h) of the oriented photo from its header (no pixel decode); ImageError when unreadable."""
     ext = os.path.splitext(os.fspath(path))[1].lower()

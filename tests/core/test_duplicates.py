@@ -203,6 +203,10 @@ def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     w, h = original.size
     enlarged = original.transpose(Image.Transpose.FLIP_LEFT_RIGHT).resize((3 * w, 3 * h), Image.BICUBIC)
     enlarged.save(d / "edit_enlarged.jpg", quality=92, exif=Image.open(srcs[0]).getexif())
+    # its pixels stored turned, shown the same way by its rotation tag (trial 22: called "re-encoded")
+    stored = Image.Exif()
+    stored[0x0112] = 6  # turn 90° right to show
+    original.transpose(Image.Transpose.ROTATE_90).save(d / "edit_stored_turned.jpg", quality=92, exif=stored.tobytes())
     svc = open_lib(tmp_path / "h", backbone="efficientnet-lite0", max_side=320, engine="auto")
     index(svc, [d])
     groups = find_duplicates(svc)
@@ -211,14 +215,18 @@ def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     g = groups[0]
     names = {Path(m.path).name: m.relation for m in g.members}
     assert Path(g.members[0].path).name in (srcs[0].name, "copy.jpg")  # the camera's JPEG, not the PNG or the bordered one
-    assert set(names) == {srcs[0].name, "copy.jpg", "converted.png", "edit_enlarged.jpg",
+    assert set(names) == {srcs[0].name, "copy.jpg", "converted.png", "edit_enlarged.jpg", "edit_stored_turned.jpg",
                           *(f"edit_{n}.jpg" for n in edits(original))}
     expected = {"copy.jpg": "exact", "converted.png": "format", "edit_q45.jpg": "reencoded", "edit_half.jpg": "resized",
                 "edit_rot90.jpg": "turned", "edit_mirror.jpg": "turned", "edit_bright.jpg": "edited",
-                "edit_border.jpg": "bordered", "edit_crop.jpg": "crop", "edit_cropsmall.jpg": "crop"}
+                "edit_border.jpg": "bordered", "edit_crop.jpg": "crop", "edit_cropsmall.jpg": "crop",
+                "edit_stored_turned.jpg": "reencoded"}
     assert {n: names[n] for n in expected} == expected
     reasons = {Path(m.path).name: m.reason for m in g.members}
     assert reasons["edit_rot90.jpg"] == "the same photo rotated 90° left"
+    assert reasons["edit_stored_turned.jpg"] == ("the same photo re-encoded, its pixels stored turned "
+                                                 "(a rotation tag shows it the same way)")
+    assert reasons["edit_q45.jpg"] == "the same photo re-encoded"
     assert "resized to 50 %" in reasons["edit_half.jpg"]
     assert names["edit_enlarged.jpg"] == "turned" and "enlarged to 300 %" in reasons["edit_enlarged.jpg"]
     # a crop's scale comes from its window in a 64 px thumbnail: within a few per cent
