@@ -147,6 +147,26 @@ def test_3_unusable_weights_in_the_settings_never_replace_the_library(tmp_path):
     one_line(cli("index", d, home=home), "passwd")  # indexing with it is refused, in one line
 
 
+def test_3_a_weights_file_of_an_untrained_network_is_refused_in_words(tmp_path):
+    """Trials 20-22 chose a ResNet50 file saved before any training (every batch norm at its
+    start), indexed with it and judged the model by its meaningless results. Indexing with it is
+    refused in one line that says so; the library keeps answering with its own descriptions."""
+    import torch
+    from torchvision.models import resnet50
+
+    home = tmp_path / "home"
+    d = photos(tmp_path / "photos", 6, size=(160, 120))
+    tiny_settings(max_side=128).save(home)
+    assert cli("index", d, home=home).returncode == 0
+    weights = tmp_path / "resnet50-mine.pth"
+    torch.save(resnet50(weights=None).state_dict(), weights)
+    tiny_settings(backbone="resnet50", weights=str(weights), max_side=128).save(home)
+    one_line(cli("index", d, home=home), "holds an untrained network")
+    r = cli("search", d / "p02.png", "--top", "3", "--json", home=home)
+    assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"].endswith("p02.png")
+    assert "untrained" in r.stderr
+
+
 def test_3_with_its_weights_file_away_a_model_that_runs_answers(tmp_path):
     """Trial 21: the settings' model (a weights file the user named) is away with its drive: no
     search worked, though the library also held another model's descriptions. The newest space

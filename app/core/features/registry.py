@@ -116,7 +116,20 @@ def _load_exact(module, state: dict, path: Path):
         module.load_state_dict(state, strict=True)
     except RuntimeError as e:
         raise WeightsLoadError(f"{path} does not match the architecture: {str(e)[:300]}") from e
+    if untrained(state):
+        raise WeightsLoadError(f"{path} holds an untrained network (its batch norms still hold their starting "
+                               "values), whose results would mean nothing: choose the file of the trained model")
     return module.eval()
+
+
+def untrained(state: dict) -> bool:
+    """Whether a state dict's batch norms all still hold their starting statistics (running mean 0,
+    variance 1), as a network saved before any training does: its features say nothing about a
+    photo (newcomer trials 20-22 searched with such a ResNet50 file and read its results as the
+    model's). Any training step moves them. False for a network without batch norms (VGG16)."""
+    means = [v for k, v in state.items() if k.endswith("running_mean")]
+    variances = [v for k, v in state.items() if k.endswith("running_var")]
+    return bool(means) and all(not m.any() for m in means) and all(bool((v == 1).all()) for v in variances)
 
 
 def hub_checkpoint_dir() -> Path:
