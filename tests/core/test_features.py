@@ -265,10 +265,16 @@ def test_a_model_frozen_to_one_size_is_refused_by_the_export_check(tmp_path):
 
 def test_the_default_cpu_path_never_imports_pytorch(tmp_path, photo_dir):
     """Indexing and searching with the CPU runtime keep PyTorch (460 MB) out of the process: the
-    export runs in a child process, preprocessing, HeW and HeR are numpy."""
+    export runs in a child process, preprocessing, HeW and HeR are numpy. So does the check of a
+    weights file the user names before its space is made (trial 23: 1.9 GB after a few switches
+    of model; a ResNet50 file checked in the app's process left ~750 MB there)."""
+    import shutil
     import subprocess
     import sys
 
+    weights = tmp_path / "drive" / "lite0.pth"
+    weights.parent.mkdir()
+    shutil.copy(load_backbone("efficientnet-lite0").weights_path, weights)
     code = f"""
 import sys
 from app.core.config import Settings
@@ -278,6 +284,9 @@ svc = LibraryService({str(tmp_path / 'h')!r}, Settings(backbone="tiny-random", m
 svc.wait_ready()
 svc.run(svc.index([{str(photo_dir)!r}]))
 res = Searcher(svc).search(SearchRequest(path={str(photo_dir / 'scene1' / 'img1.jpg')!r}, box=(5, 5, 60, 50)))
+svc.run(svc.apply_settings(Settings(backbone="efficientnet-lite0", weights={str(weights)!r}, max_side=128,
+                                    engine="auto"), reindex=False))
+assert svc.writer.target.row.info.backbone == "efficientnet-lite0", svc.writer.unusable
 print(svc.extractor().engine.name, len(res.hits), "torch" in sys.modules)
 svc.close()
 """

@@ -28,7 +28,7 @@ from ..catalog.records import BatchOutcome, FolderInfo, Known, Record, SpaceRow
 from ..config import Settings
 from ..errors import HeatSearchError, InputError
 from ..features.engine import EngineChoice, int8_available, precision_of
-from ..features.registry import REGISTRY, WeightsLoadError, WeightsMissingError, load_backbone
+from ..features.registry import REGISTRY, WeightsLoadError, WeightsMissingError, check_loads, load_backbone
 from . import paths
 from .snapshot import ServerSnapshot, Snapshot
 
@@ -124,11 +124,11 @@ class LibraryWriter:
         if not self.settings.weights:
             return
         try:
-            bb.module  # loads the checkpoint (weights_only) into the architecture
-        except HeatSearchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - torch missing, or any loader failure: one line
-            raise WeightsLoadError(f"the weights file {self.settings.weights} cannot be used: {str(e).splitlines()[0][:200]}") from e
+            check_loads(bb)  # loads the checkpoint (weights_only) into the architecture, in a child process
+        except WeightsLoadError as e:
+            if str(bb.weights_path) in str(e):
+                raise
+            raise WeightsLoadError(f"the weights file {self.settings.weights} cannot be used: {e}") from e
 
     def activate(self, cancelled=None) -> None:
         """Load the space of the current settings as the target (created when new) and the space
