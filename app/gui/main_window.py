@@ -759,7 +759,11 @@ class MainWindow(QMainWindow):
                 if where:  # File > Resume indexing too (trial 11: greyed beside the pane's Resume)
                     self.pause_action.setText("Res&ume indexing")
                     self.pause_action.setEnabled(True)
-                self.index_label.setText(f"Stopped: {plural(st['indexed'], 'photo')} searchable, {left} to go{where}")
+                # within a switch, searches use the previous descriptions: counted as the pane does (trial 23:
+                # "Stopped: 232 photos searchable" beside the pane's 365)
+                before = " (the previous settings)" if st.get("serving_space") else ""
+                self.index_label.setText(f"Stopped: {plural(st.get('searchable', st['indexed']), 'photo')} searchable"
+                                         f"{before}, {left} to go{where}")
             elif not (prog.total or prog.missing or prog.removed or prog.restored):  # a rescan with nothing to do says so
                 self._left = {}
                 # ... unless, not asked for, it follows a run that indexed photos: that run's words

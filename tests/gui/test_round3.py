@@ -1804,6 +1804,38 @@ def test_new_settings_during_a_run_say_the_run_goes_on_not_stopped(qtbot, window
     assert window.index_label.text().startswith("Indexing done: 24 photos searchable"), window.index_label.text()
 
 
+def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, window, tmp_path, monkeypatch):
+    """Trial 23: Cancel while the library was described again for new settings: the status line
+    read "Stopped: 232 photos searchable, 133 to go" (the new settings' count), the Library pane
+    "365 photos searchable" (what searches use meanwhile: the previous descriptions)."""
+    for i in range(40):
+        write_photo(tmp_path / "lib" / f"p{i:02d}.png", i, size=(200, 150))
+    index_folder(qtbot, window, tmp_path / "lib")
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    seen = []
+    window.bridge.event.connect(lambda ev: ev.kind == "progress" and ev.data.phase == "indexing" and seen.append(ev.data.done))
+
+    def use_dialog(dlg):
+        qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        dlg.size.setFocus()
+        qtbot.keyClick(dlg.size, Qt.Key_Up)  # a new descriptor space: every photo is described again
+        ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
+        qtbot.mouseClick(ok, Qt.LeftButton)
+
+    when_modal(use_dialog)
+    menu_action(window, "Settings…").trigger()
+    qtbot.waitUntil(lambda: any(k > 0 for k in seen), timeout=60000)
+    qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
+    st = window.svc.stats()
+    assert st["serving_space"] and st["indexed"] < 40 == st["searchable"], st  # stopped within the switch
+    said = window.index_label.text()
+    assert said.startswith("Stopped: 40 photos searchable (the previous settings), "
+                           f"{40 - st['indexed']} to go"), said
+    assert window.library.summary.text().startswith("40 photos searchable"), window.library.summary.text()
+
+
 def test_settings_ok_keeps_the_number_of_results_the_toolbar_shows(qtbot, window):
     """Trial 12: Show 200 in the toolbar, then Settings > OK: back to 100 (the dialog read the
     saved settings, not the toolbar)."""
