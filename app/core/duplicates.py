@@ -664,6 +664,8 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlar
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]
         keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
+        if not keep.shadowed and ms[-1].shadowed and ms[1] is not ms[-1]:  # said against the link too (trial 23:
+            keep.why += "; the file itself, not a link to the same bytes"  # "most pixels" beside a link of equal size)
         # the window searches `relation` asks for, in one batch (a search alone costs ~15 times more)
         _scored_windows(rows, [(keep.image_id, m.image_id) for m in ms[1:]
                                if _content_area(rows[m.image_id]) <= TRIM_MAX_AREA * _content_area(rows[keep.image_id])

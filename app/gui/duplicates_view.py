@@ -189,13 +189,16 @@ class DuplicatesDialog(QDialog):
         self.groups = groups
         self.shown = n
         photos = sum(len(g.members) for g in groups)
-        extra = sum(len(g.members) - 1 for g in groups)
+        # a link frees nothing: counted apart (trial 23: "3 could go" counted links to photos elsewhere)
+        links = sum(os.path.islink(m.path) for g in groups for m in g.members[1:])
+        extra = sum(len(g.members) - 1 for g in groups) - links
+        besides = f" (and {plural(links, 'link')}, which free{'s' if links == 1 else ''} no space)" if links else ""
         # the least alike copy says what the slider can still take away (below it, nothing changes)
         # (whole-photo copies: a crop's number is its window's, held to a bar of its own)
         least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
                     default=None)
         spread = f"; the least alike whole-photo copy found: {least:.2f}" if least is not None else ""
-        self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go if you kept the "
+        self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go{besides} if you kept the "
                              f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
                              if groups else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")
         self.done_note.clear()  # "Saved 2 groups to ..." was about the groups before

@@ -526,6 +526,8 @@ def test_a_link_to_the_better_photo_is_kept_over_a_smaller_copy(tmp_path):
     by_name = {Path(m.path).name: m for m in groups[0].members}
     # the file itself first: a link to the same bytes after it
     assert Path(groups[0].members[0].path).name == "copy.jpg", [(n, m.reason) for n, m in by_name.items()]
+    # said against the link too, not only against the next (trial 23: "most pixels" beside a link of equal size)
+    assert groups[0].members[0].why.endswith("; the file itself, not a link to the same bytes"), groups[0].members[0].why
     link, small = by_name["photo.jpg"], by_name["a-small.jpg"]
     assert "link" in link.reason and str(elsewhere) in link.reason, link.reason
     assert small.relation == "resized" and "enlarged" not in small.reason, small.reason
