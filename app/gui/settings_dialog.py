@@ -167,6 +167,12 @@ class SettingsDialog(QDialog):
         self.advanced_btn.toggled.connect(self._toggle_advanced)
         self.presets.buttonClicked.connect(self._apply_preset)
         self._load(settings)
+        # the preset the fields make, as they change (trial 23: ResNet50 chosen under Advanced,
+        # "Balanced (recommended)" stayed chosen until the dialog was opened again)
+        for combo in (self.model, self.engine, self.device, self.precision):
+            combo.currentIndexChanged.connect(lambda _i: self._show_preset())
+        self.weights.textChanged.connect(lambda _t: self._show_preset())
+        self.size.valueChanged.connect(lambda _v: self._show_preset())
 
     def _load(self, s: Settings) -> None:
         self.model.setCurrentIndex(max(0, self.model.findData(s.backbone)))
@@ -180,9 +186,15 @@ class SettingsDialog(QDialog):
         self.her.setCurrentIndex(max(0, self.her.findData(s.her)))
         self.mode.setCurrentIndex(max(0, self.mode.findData(s.region_mode)))
         self.top.setValue(s.top)
-        preset = preset_of(s)
+        self._show_preset()
+
+    def _show_preset(self) -> None:
+        """The preset that the fields make chosen; none and "Custom settings" when they make none."""
+        preset = preset_of(self.result_settings())
+        self.presets.setExclusive(False)  # (an exclusive group keeps one button checked)
         for key, b in self.preset_buttons.items():
             b.setChecked(key == preset)
+        self.presets.setExclusive(True)
         self.custom_note.setVisible(preset == "custom")
 
     def _fill_precisions(self, want: str | None = None) -> None:

@@ -1746,6 +1746,37 @@ def test_a_preset_chosen_after_another_model_drops_its_weights_file(qtbot, windo
     assert window.svc.settings.backbone == "tiny-random"  # cancelled: nothing changed
 
 
+def test_a_model_chosen_under_advanced_unchecks_the_preset(qtbot, window):
+    """Trial 23: ResNet50 chosen under Advanced, "Balanced (recommended)" stayed chosen until the
+    dialog was opened again; the preset follows the fields, "Custom settings" when none fits."""
+    seen = []
+
+    def use_dialog(dlg):
+        b = dlg.preset_buttons["balanced"]
+        qtbot.mouseClick(b, Qt.LeftButton, pos=QPoint(8, b.height() // 2))
+        seen.append((b.isChecked(), dlg.custom_note.isVisible()))
+        qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        dlg.model.setFocus()
+        for _ in range(dlg.model.count()):
+            if dlg.model.currentData() == "resnet50":
+                break
+            qtbot.keyClick(dlg.model, Qt.Key_Down)
+        seen.append((any(x.isChecked() for x in dlg.preset_buttons.values()), dlg.custom_note.isVisible()))
+        for _ in range(dlg.model.count()):
+            if dlg.model.currentData() == "efficientnet-lite2":
+                break
+            qtbot.keyClick(dlg.model, Qt.Key_Up)
+        seen.append((b.isChecked(), dlg.custom_note.isVisible()))
+        dlg.size.setFocus()
+        qtbot.keyClick(dlg.size, Qt.Key_Up)  # 576 px: no preset
+        seen.append((any(x.isChecked() for x in dlg.preset_buttons.values()), dlg.custom_note.isVisible()))
+        qtbot.keyClick(dlg, Qt.Key_Escape)
+
+    when_modal(use_dialog)
+    menu_action(window, "Settings…").trigger()
+    assert seen == [(True, False), (False, True), (True, False), (False, True)], seen
+
+
 def test_new_settings_say_at_once_that_the_library_switches_and_a_check_after_a_run_keeps_its_words(
         qtbot, window, photo_dir, monkeypatch):
     """Trial 20: the watcher's check right behind a run that indexed photos read "no new or

@@ -314,7 +314,7 @@ for _v, _block in (("lite0", 320), ("lite2", 352)):
                           label=_LABELS[_v], cost=_COST[_v], setup=_SETUP[_v]))
     register(BackboneSpec(f"efficientnet-{_v}-block", _block, 32, f"EfficientNet-{_v.title()} ImageNet, last block after ReLU (offline)",
                           _lite_locator(_v), _lite_builder(_v, "block"), LITE_MEAN, LITE_STD, offline=True,
-                          label=f"EfficientNet-{_v.title()}, smaller descriptors (built in)", cost=_COST[_v],
+                          label=f"EfficientNet-{_v.title()}, compact (less memory per photo; built in)", cost=_COST[_v],
                           setup=_SETUP[_v]))
 register(BackboneSpec("vgg16", 512, 16, "VGG16 ImageNet conv5_3 after ReLU (torchvision weights file)",
                       _hub_locator("vgg16-397923af.pth", "vgg16"), _vgg16(False), label="VGG16 (needs its weights file)", cost=15.0,
