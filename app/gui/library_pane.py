@@ -117,8 +117,11 @@ class LibraryPane(QWidget):
                 count = "nothing left of it · Remove takes it off the list"
             else:
                 count = plural(indexed, "photo")
-            # a narrow pane wraps before a dot, not inside "1 skipped" (trial 22: "· 1" then "skipped")
-            if failed:
+            # a narrow pane wraps before a dot, not inside "1 skipped" (trial 22: "· 1" then "skipped");
+            # a running count goes without it, on one line (trial 23: "· 1 skipped" on a line of its own
+            # under "0 of 155 described again"): the status line counts the run's skipped files
+            running = indexing and total > indexed
+            if failed and not running:
                 count += f" ·\u00a0{failed}\u00a0skipped"
             if f.get("missing"):
                 count += f" ·\u00a0{f['missing']}\u00a0missing"

@@ -978,7 +978,7 @@ class MainWindow(QMainWindow):
         again, self._again = self._again, None
         req = self.last_request
         same_query = shown is not None and shown.path == req.path and shown.image is req.image and shown.box == req.box
-        moved = (f"; searched again with {model_words(space)}, which answers now"
+        moved = (f"; redone with {model_words(space)} now in use"  # short: it shares the bar with indexing (trial 23)
                  if again is req and same_query and before is not None and before.space_id not in (0, res.space_id)
                  and space is not None and space.id == res.space_id else "")
         self.status_label.setText(f"Search took {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"

@@ -1841,6 +1841,7 @@ def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, windo
     "365 photos searchable" (what searches use meanwhile: the previous descriptions)."""
     for i in range(40):
         write_photo(tmp_path / "lib" / f"p{i:02d}.png", i, size=(200, 150))
+    (tmp_path / "lib" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a photo")
     index_folder(qtbot, window, tmp_path / "lib")
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
     seen = []
@@ -1857,6 +1858,9 @@ def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, windo
     menu_action(window, "Settings…").trigger()
     qtbot.waitUntil(lambda: any(k > 0 for k in seen), timeout=60000)
     qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+    # the running count on one line, without the skipped file (trial 23: "· 1 skipped" on a line of its own)
+    row = window.library.folder_list.item(0).text()
+    assert "described again" in row and "skipped" not in row, row
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
     st = window.svc.stats()
@@ -2096,7 +2100,7 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     qtbot.waitUntil(lambda: window.svc.settings.max_side == 256 and window.svc.snapshot().space.id == at_256, timeout=20000)
     assert window.last_result.space_id == at_256
     # said (trial 22: the weights file back, the same query's results changed without a word)
-    assert "; searched again with Tiny test network (256 px), which answers now" in window.status_label.text()
+    assert "; redone with Tiny test network (256 px) now in use" in window.status_label.text()
     search(qtbot, window, photo_dir / "scene1" / "img1.jpg")  # a search of its own: nothing "again"
     assert "again" not in window.status_label.text(), window.status_label.text()
     wait_idle(qtbot, window)
