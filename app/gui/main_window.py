@@ -1031,7 +1031,9 @@ class MainWindow(QMainWindow):
         if shown and others and max(others) < 0.5:
             # every photo reads as no match (trial 19: after the query's own folder was removed,
             # 100 results at 0.00 were listed as if they were found)
-            msg += f"; no {'other ' if len(others) < len(hits) else ''}close match (best {max(others):.2f})"
+            # (with a cut-off the grid shows the best: the line stays short, trial 23 read it cut at "(…")
+            best = "" if hidden else f" (best {max(others):.2f})"
+            msg += f"; no {'other ' if len(others) < len(hits) else ''}close match{best}"
         self.results_view.set_empty_note(
             f"No result reads {cut:.2f} or more (the relevance cut-off): the library may hold nothing like this.\n"
             f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")
