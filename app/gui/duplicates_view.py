@@ -106,6 +106,7 @@ class DuplicatesDialog(QDialog):
             row.addWidget(w)
         v.addLayout(row)
         self.summary = QLabel("Looking for duplicates…")
+        self.summary.setWordWrap(True)  # unwrapped, its line set the dialog's width (past a 1366 px screen's edge)
         v.addWidget(self.summary)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Photo", "Size", "Folder", "Why"])
