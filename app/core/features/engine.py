@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import EngineError
+from ..errors import EngineError, WeightsLoadError
 from .registry import Backbone
 
 ENGINES = ("torch", "onnxruntime", "openvino")
@@ -299,6 +299,10 @@ def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = pri
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=models_dir)
     except subprocess.TimeoutExpired as e:
         raise EngineError(f"the model export took longer than {timeout:.0f} s") from e
+    from .export import WEIGHTS_UNUSABLE
+
+    if r.returncode == WEIGHTS_UNUSABLE:  # no engine can run this file: said once, in the loader's words
+        raise WeightsLoadError((r.stderr.strip().splitlines() or ["the weights file cannot be used"])[-1][:400])
     if r.returncode != 0 or not out.is_file() or not modelcache.files_ok(out):
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise EngineError(f"the model export failed: {last[:300]}")
@@ -413,6 +417,8 @@ def create_engine(bb: Backbone, choice: EngineChoice, models_dir: Path, log: Cal
             if not installed(name):
                 raise EngineError(f"{PLAIN_NAMES[name]} is not installed")
             return _checked(name, bb, models_dir, choice, log)
+        except WeightsLoadError:  # the weights file itself: every engine would fail on it
+            raise
         except Exception as e:  # noqa: BLE001 - any failure of an optional runtime means: fall back
             msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
             errors.append(f"{PLAIN_NAMES[name]}: {msg}")

@@ -19,7 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import WeightsLoadError
+
 TOLERANCE = 1e-4
+WEIGHTS_UNUSABLE = 3  # the exit status when the weights file itself cannot be used (untrained, another network)
 CHECK_SIZES = ((1, 3, 96, 128), (1, 3, 131, 77))
 
 
@@ -38,7 +41,10 @@ def _module(name: str, weights: str | None, digest: str):
     with tempfile.TemporaryDirectory(prefix="heatsearch-export-") as d:
         copy = Path(d) / Path(weights).name
         copy.write_bytes(data)
-        return load_backbone(name, str(copy)).module.eval()
+        try:
+            return load_backbone(name, str(copy)).module.eval()
+        except WeightsLoadError as e:  # named by the user's path, not the private copy's
+            raise WeightsLoadError(str(e).replace(str(copy), weights)) from e
 
 
 def export(name: str, weights: str | None, out: Path, digest: str = "") -> float:
@@ -108,6 +114,9 @@ def main(argv=None) -> int:
     name, weights, digest, out = argv
     try:
         worst = export(name, weights, Path(out), digest)
+    except WeightsLoadError as e:  # the file itself cannot be used: no engine could run it (ensure_onnx)
+        print(str(e).splitlines()[0], file=sys.stderr)
+        return WEIGHTS_UNUSABLE
     except Exception as e:  # noqa: BLE001 - one line for the parent's log
         print(f"export failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 1
