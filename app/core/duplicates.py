@@ -637,8 +637,10 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     other_format = m.format_rank != keep.format_rank or os.path.splitext(m.path)[1].lower() != os.path.splitext(keep.path)[1].lower()
     if not words:
         words.append("in another format" if other_format else "re-encoded")
-        if stored_orientation(m.path) != stored_orientation(keep.path):  # (trial 22: a TIFF stored turned)
-            words.append("its pixels stored turned (a rotation tag shows it the same way)")
+        stored = stored_orientation(m.path)
+        if stored != 1 and stored != stored_orientation(keep.path):  # (trial 22: a TIFF stored turned)
+            how = "mirrored" if stored in (2, 4) else "turned and mirrored" if stored in (5, 7) else "turned"
+            words.append(f"its pixels stored {how} (a rotation tag shows it the same way)")
     key = ("bordered" if m.border > keep.border + BORDER_ADDED else "edited" if edited else "turned" if k
            else "resized" if not 0.9 * px_keep <= px_m <= 1.1 * px_keep else "format" if other_format else "reencoded")
     return key, "the same photo " + ", ".join(words), sim
@@ -664,8 +666,11 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlar
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]
         keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
-        if not keep.shadowed and ms[-1].shadowed and ms[1] is not ms[-1]:  # said against the link too (trial 23:
-            keep.why += "; the file itself, not a link to the same bytes"  # "most pixels" beside a link of equal size)
+        # said against a link to its bytes too (trial 23: "most pixels" beside such a link of equal size)
+        digest = rows[keep.image_id][7]
+        if not keep.shadowed and not ms[1].shadowed and digest and any(
+                m.shadowed and rows[m.image_id][7] == digest for m in ms[2:]):
+            keep.why += "; the file itself, not a link to the same bytes"
         # the window searches `relation` asks for, in one batch (a search alone costs ~15 times more)
         _scored_windows(rows, [(keep.image_id, m.image_id) for m in ms[1:]
                                if _content_area(rows[m.image_id]) <= TRIM_MAX_AREA * _content_area(rows[keep.image_id])

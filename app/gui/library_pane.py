@@ -118,15 +118,13 @@ class LibraryPane(QWidget):
             else:
                 count = plural(indexed, "photo")
             # a narrow pane wraps before a dot, not inside "1 skipped" (trial 22: "· 1" then "skipped");
-            # a running count goes without it, on one line (trial 23: "· 1 skipped" on a line of its own
-            # under "0 of 155 described again"): the status line counts the run's skipped files
+            # beside a running count, on the name's line (trial 23: "· 1 skipped" on a line of its own
+            # under "0 of 155 described again")
+            extra = (f" ·\u00a0{failed}\u00a0skipped" if failed else "") + \
+                (f" ·\u00a0{f['missing']}\u00a0missing" if f.get("missing") else "")
             running = indexing and total > indexed
-            if failed and not running:
-                count += f" ·\u00a0{failed}\u00a0skipped"
-            if f.get("missing"):
-                count += f" ·\u00a0{f['missing']}\u00a0missing"
             state = {"offline": "  (offline: not reachable now)", "missing": "  (missing: the folder is gone)"}.get(f.get("state"), "")
-            item = QListWidgetItem(f"{name}{state}\n{count}")
+            item = QListWidgetItem(f"{name}{state}{extra}\n{count}" if running else f"{name}{state}\n{count}{extra}")
             item.setData(Qt.UserRole, f["path"])
             item.setData(Qt.UserRole + 1, f.get("state", "ok"))
             item.setToolTip(display(f["path"]))

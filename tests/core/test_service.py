@@ -107,7 +107,10 @@ def test_a_finished_switch_of_model_frees_the_old_one(tmp_path, many):
     svc.run(svc.apply_settings(tiny_settings(max_side=96), reindex=False), timeout=60)
     searcher.search(SearchRequest(path=str(query), top=3))  # the old model, while the new waits
     assert svc.snapshot().space.key == old and len(svc._extractors) == 1
+    during = []  # while the new model indexes, searches still use the old one: both kept
+    svc.subscribe(lambda ev: ev.kind == "progress" and ev.data.phase == "indexing" and during.append(len(svc._extractors)))
     index(svc)
+    assert during and max(during) == 2, during
     assert svc.snapshot().space.key != old
     res = searcher.search(SearchRequest(path=str(query), top=3))
     assert res.hits[0].path.endswith("p03.png")

@@ -132,7 +132,12 @@ def check_loads(bb: "Backbone", timeout: float = 300) -> None:
     import sys
 
     if getattr(sys, "frozen", False):
-        bb.module
+        try:
+            bb.module
+        except WeightsLoadError:
+            raise
+        except Exception as e:  # noqa: BLE001 - no PyTorch in this build, or any loader failure: one line
+            raise WeightsLoadError(str(e).splitlines()[0][:300] if str(e) else type(e).__name__) from e
         return
     root = str(Path(__file__).resolve().parents[3])
     code = (f"import sys; sys.path.insert(0, {root!r})\n"
@@ -149,13 +154,16 @@ def check_loads(bb: "Backbone", timeout: float = 300) -> None:
 
 
 def untrained(state: dict) -> bool:
-    """Whether a state dict's batch norms all still hold their starting statistics (running mean 0,
-    variance 1), as a network saved before any training does: its features say nothing about a
-    photo (newcomer trials 20-22 searched with such a ResNet50 file and read its results as the
-    model's). Any training step moves them. False for a network without batch norms (VGG16)."""
-    means = [v for k, v in state.items() if k.endswith("running_mean")]
-    variances = [v for k, v in state.items() if k.endswith("running_var")]
-    return bool(means) and all(not m.any() for m in means) and all(bool((v == 1).all()) for v in variances)
+    """Whether a state dict's batch norms all still hold their starting values (running mean 0,
+    variance 1, scale 1, shift 0), as a network saved before any training does: its features say
+    nothing about a photo (newcomer trials 20-22 searched with such a ResNet50 file and read its
+    results as the model's). Any training step moves them. False for a network without batch
+    norms (VGG16)."""
+    norms = [k[: -len("running_mean")] for k in state if k.endswith("running_mean")]
+    if not norms:
+        return False
+    at_start = {"running_mean": 0, "running_var": 1, "weight": 1, "bias": 0}  # (a trained scale and shift move too)
+    return all(bool((state[p + name] == value).all()) for p in norms for name, value in at_start.items() if p + name in state)
 
 
 def hub_checkpoint_dir() -> Path:

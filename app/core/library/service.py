@@ -266,8 +266,12 @@ class LibraryService:
             if ex.channels != space.channels:
                 ex.engine.close()
                 raise HeatSearchError(f"the model gives {ex.channels} channels, the library's space has {space.channels}")
-            self._extractors = [(key, ex)] + self._extractors
-            old, self._extractors = self._extractors[2:], self._extractors[:2]
+            # kept for the spaces searched or indexed now (a search of an older snapshot's space builds
+            # its own and lets it go), the last two at most
+            live = self._live_spaces()
+            kept = [(k, e) for k, e in [(key, ex)] + self._extractors if k[:2] in live][:2]
+            old = [(k, e) for k, e in self._extractors if all(e is not e2 for _, e2 in kept)]
+            self._extractors = kept
             # the window's status line shows it: plain words (trial 20 read "OpenVINO on the CPU (exact)"
             # as jargon; `heatsearch doctor` names the engine)
             self._log("Photo analyser ready" + (" (on the graphics card)" if ex.engine.device != "cpu" else ""))
@@ -491,15 +495,19 @@ class LibraryService:
         """Forget the cached extractors of spaces neither searched nor indexed now: once a switch of
         model is over, the old one's ~250 MB (ResNet50 beside Lite2, measured) go; a search still
         running with it holds its own reference (an engine's close() frees nothing more). Nothing
-        when a model is being built (the lock is busy): the next snapshot tries again."""
-        target = self.writer.target
-        live = {(s.key, s.model_digest) for s in (self._snapshot.space, target.row.info if target else None) if s}
+        when a model is being built (the lock is busy): that build keeps only the live ones."""
         if not self._extractor_lock.acquire(timeout=0):
             return
         try:
+            live = self._live_spaces()
             self._extractors = [(k, ex) for k, ex in self._extractors if k[:2] in live]
         finally:
             self._extractor_lock.release()
+
+    def _live_spaces(self) -> set[tuple]:
+        """(space key, model digest) of the spaces searched (the snapshot's) and indexed (the target)."""
+        target = self.writer.target
+        return {(s.key, s.model_digest) for s in (self._snapshot.space, target.row.info if target else None) if s}
 
     _last_stats = 0.0
 
