@@ -122,9 +122,9 @@ class LibraryPane(QWidget):
             # under "0 of 155 described again")
             extra = (f" ·\u00a0{failed}\u00a0skipped" if failed else "") + \
                 (f" ·\u00a0{f['missing']}\u00a0missing" if f.get("missing") else "")
-            running = indexing and total > indexed
+            long_count = (indexing and total > indexed) or bool(left.get(f["path"]))  # "66 of 152 indexed (stopped)"
             state = {"offline": "  (offline: not reachable now)", "missing": "  (missing: the folder is gone)"}.get(f.get("state"), "")
-            item = QListWidgetItem(f"{name}{state}{extra}\n{count}" if running else f"{name}{state}\n{count}{extra}")
+            item = QListWidgetItem(f"{name}{state}{extra}\n{count}" if long_count else f"{name}{state}\n{count}{extra}")
             item.setData(Qt.UserRole, f["path"])
             item.setData(Qt.UserRole + 1, f.get("state", "ok"))
             item.setToolTip(display(f["path"]))
@@ -145,7 +145,9 @@ class LibraryPane(QWidget):
         old = stats.get("serving_space")
         if old and stats.get("folders"):
             text += (f"; describing them again for the new settings ({stats.get('indexed', 0)} done): searches use "
-                     "the previous descriptions meanwhile")
+                     "the previous descriptions meanwhile" if indexing else
+                     f"; {stats.get('indexed', 0)} described again for the new settings so far (not running: "
+                     "Resume or Rescan goes on): searches use the previous descriptions")
         if stats.get("unusable") and stats.get("folders"):  # in full: the status line cut it (trial 20)
             text += (f". Indexing waits: {stats['unusable']}. Searches use the descriptions made before (by a model "
                      "that runs here); indexing starts by itself once the model can run (its weights file back), or "
