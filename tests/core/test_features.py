@@ -80,14 +80,14 @@ def test_torchvision_backbone_from_a_named_file(tmp_path):
     net = resnet50(weights=None)
     f = tmp_path / "r50.pth"
     torch.save(net.state_dict(), f)
-    with pytest.raises(WeightsLoadError, match="holds an untrained network .* choose the file of the trained model"):
+    with pytest.raises(WeightsLoadError, match="holds a network that was never trained, .* choose the file of the trained model"):
         load_backbone("resnet50", str(f)).module
     # a library's space made with such a file before it was refused: its engine says so once, in the
     # file's own name, and tries no other engine (each said it again, naming the export's private copy)
     with pytest.raises(WeightsLoadError) as e:
         create_engine(load_backbone("resnet50", str(f)), EngineChoice("auto", "cpu"), tmp_path / "models")
-    assert str(e.value).startswith(f"{f} holds an untrained network"), str(e.value)
-    assert str(e.value).count("untrained") == 1
+    assert str(e.value).startswith(f"{f} holds a network that was never trained"), str(e.value)
+    assert str(e.value).count("never trained") == 1
     net.train()
     net(torch.randn(2, 3, 64, 64))  # one step of training moves every batch norm's statistics
     torch.save(net.state_dict(), f)

@@ -161,10 +161,10 @@ def test_3_a_weights_file_of_an_untrained_network_is_refused_in_words(tmp_path):
     weights = tmp_path / "resnet50-mine.pth"
     torch.save(resnet50(weights=None).state_dict(), weights)
     tiny_settings(backbone="resnet50", weights=str(weights), max_side=128).save(home)
-    one_line(cli("index", d, home=home), "holds an untrained network")
+    one_line(cli("index", d, home=home), "holds a network that was never trained")
     r = cli("search", d / "p02.png", "--top", "3", "--json", home=home)
     assert r.returncode == 0 and json.loads(r.stdout)["results"][0]["path"].endswith("p02.png")
-    assert "untrained" in r.stderr
+    assert "never trained" in r.stderr
 
 
 def test_3_with_its_weights_file_away_a_model_that_runs_answers(tmp_path):

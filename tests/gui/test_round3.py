@@ -1789,6 +1789,44 @@ def test_a_model_chosen_under_advanced_unchecks_the_preset(qtbot, window):
     assert seen == [(True, False), (False, True), (True, False), (False, True)], seen
 
 
+def test_a_weights_file_never_trained_is_refused_by_the_dialog_before_anything_is_asked(qtbot, window, tmp_path,
+                                                                                         monkeypatch):
+    """Trial 24: ResNet50 with a file holding a network never trained: the re-index question came
+    first ("about 86 seconds"), then 12 s of "loading the model…", then the refusal. OK checks the
+    file it names: the dialog says why and stays open; nothing is asked, nothing changes."""
+    import torch
+    from torchvision.models import resnet50
+
+    untrained = tmp_path / "resnet50-mine.pth"
+    torch.save(resnet50(weights=None).state_dict(), untrained)
+    asked = []
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: asked.append(a) or QMessageBox.No))
+    seen = []
+
+    def use_dialog(dlg):
+        qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        dlg.model.setFocus()
+        qtbot.keyClick(dlg.model, Qt.Key_Home)
+        for _ in range(dlg.model.count()):
+            if dlg.model.currentData() == "resnet50":
+                break
+            qtbot.keyClick(dlg.model, Qt.Key_Down)
+        assert dlg.model.currentData() == "resnet50"
+        dlg.weights.setFocus()
+        qtbot.keyClicks(dlg.weights, str(untrained))
+        ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
+        qtbot.mouseClick(ok, Qt.LeftButton)
+        seen.append((dlg.isVisible(), dlg.error.isVisible(), dlg.error.text()))
+        qtbot.keyClick(dlg, Qt.Key_Escape)
+
+    when_modal(use_dialog)
+    menu_action(window, "Settings…").trigger()
+    assert seen and seen[0][:2] == (True, True), seen
+    assert seen[0][2] == (f"Weights file: {untrained} holds a network that was never trained, so its results would "
+                          "mean nothing: choose the file of the trained model"), seen
+    assert not asked and window.svc.settings.backbone == "tiny-random"
+
+
 def test_new_settings_say_at_once_that_the_library_switches_and_a_check_after_a_run_keeps_its_words(
         qtbot, window, photo_dir, monkeypatch):
     """Trial 20: the watcher's check right behind a run that indexed photos read "no new or

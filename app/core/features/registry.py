@@ -117,8 +117,8 @@ def _load_exact(module, state: dict, path: Path):
     except RuntimeError as e:
         raise WeightsLoadError(f"{path} does not match the architecture: {str(e)[:300]}") from e
     if untrained(state):
-        raise WeightsLoadError(f"{path} holds an untrained network (its batch norms still hold their starting "
-                               "values), whose results would mean nothing: choose the file of the trained model")
+        raise WeightsLoadError(f"{path} holds a network that was never trained, so its results would mean nothing: "
+                               "choose the file of the trained model")
     return module.eval()
 
 
