@@ -793,6 +793,8 @@ class MainWindow(QMainWindow):
         dlg.setWindowTitle("Indexing log: skipped files")
         lay = QVBoxLayout(dlg)
         lst = QListWidget()
+        lst.setWordWrap(True)  # a long reason in full (trial 24: "…(an incomplete copy or dow")
+        lst.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         for p, r in self.svc.failures():
             lst.addItem(f"{display(p)} — {r}")
         for p in self.svc.missing():

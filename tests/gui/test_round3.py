@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QPushButton
+from PySide6.QtWidgets import QApplication, QFileDialog, QListWidget, QMessageBox, QPushButton
 
 from app.core.heatmap import normalise
 from app.core.imageio import open_oriented
@@ -1825,6 +1825,23 @@ def test_a_weights_file_never_trained_is_refused_by_the_dialog_before_anything_i
     assert seen[0][2] == (f"Weights file: {untrained} holds a network that was never trained, so its results would "
                           "mean nothing: choose the file of the trained model"), seen
     assert not asked and window.svc.settings.backbone == "tiny-random"
+
+
+def test_the_log_shows_each_reason_in_full(qtbot, window, tmp_path):
+    """Trial 24: the Log cut its lines at the window's width ("…(an incomplete copy or dow")."""
+    d = tmp_path / "photos"
+    write_photo(d / "good.png", 1, size=(120, 90))
+    data = (write_photo(tmp_path / "src.jpg", 2, size=(400, 300))).read_bytes()
+    (d / "a_rather_long_name_for_a_photo_copied_from_an_old_phone_that_stopped_half_way.jpg").write_bytes(data[:600])
+    index_folder(qtbot, window, d)
+    qtbot.mouseClick(window.log_btn, Qt.LeftButton)
+    lst = window._log_dialog.findChild(QListWidget)
+    qtbot.waitUntil(lambda: lst.isVisible(), timeout=5000)
+    item = lst.item(0)
+    assert "the file ends early (an incomplete copy or download)" in item.text(), item.text()
+    rect = lst.visualItemRect(item)
+    assert rect.right() <= lst.viewport().width() and rect.height() > 2 * lst.fontMetrics().height(), rect
+    window._log_dialog.close()
 
 
 def test_new_settings_say_at_once_that_the_library_switches_and_a_check_after_a_run_keeps_its_words(
