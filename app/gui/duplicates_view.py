@@ -198,7 +198,8 @@ class DuplicatesDialog(QDialog):
         # (whole-photo copies: a crop's number is its window's, held to a bar of its own)
         least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
                     default=None)
-        spread = f"; the least alike whole-photo copy found: {least:.2f}" if least is not None else ""
+        # (trial 24 read "the least alike whole-photo copy found" as jargon)
+        spread = f"; copies found down to {least:.2f} alike" if least is not None else ""
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go{besides} if you kept the "
                              f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
                              if groups else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")
