@@ -118,7 +118,7 @@ class LibraryPane(QWidget):
             else:
                 count = plural(indexed, "photo")
             # a narrow pane wraps before a dot, not inside "1 skipped" (trial 22: "· 1" then "skipped");
-            # beside a running count, on the name's line (trial 23: "· 1 skipped" on a line of its own
+            # beside a running or stopped count, on the name's line (trial 23: "· 1 skipped" on a line of its own
             # under "0 of 155 described again")
             extra = (f" ·\u00a0{failed}\u00a0skipped" if failed else "") + \
                 (f" ·\u00a0{f['missing']}\u00a0missing" if f.get("missing") else "")

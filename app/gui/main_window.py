@@ -100,6 +100,7 @@ class MainWindow(QMainWindow):
         self._rescan_asked = False  # the next run's end is said, whatever it finds (`rescan`)
         self._search_failed = False  # the last search failed for a reason a library change may mend
         self._again = None  # the request a library change made (the same query searched again)
+        self._answering = None  # the space whose descriptions answered searches when last looked at
         self._shown_request = None  # the request whose answer the grid shows
         self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
@@ -680,9 +681,12 @@ class MainWindow(QMainWindow):
         failed (its model's weights file gone) is tried again: no partial or stale list stays."""
         snap, res = self.svc.snapshot(), self.last_result
         space = snap.space.id if snap.space is not None else 0
+        moved, self._answering = self._answering not in (None, 0, space), space
         if (res is not None and (res.generation, res.space_id) != (snap.generation, space)) or self._search_failed:
             self.run_search()
             self._again = self.last_request  # (its answer says when another model answers)
+        elif moved and snap.space is not None:  # no results to redo: said anyway (trial 24: back to Balanced, no word)
+            self.status_label.setText(f"Searches now use {model_words(snap.space)}")
 
     def _show_progress(self, prog):
         if prog.total:

@@ -1844,6 +1844,26 @@ def test_the_log_shows_each_reason_in_full(qtbot, window, tmp_path):
     window._log_dialog.close()
 
 
+def test_a_switch_of_model_with_no_search_shown_says_what_answers_now(qtbot, window, photo_dir, monkeypatch):
+    """Trial 24: going back to Balanced with no photo searched, nothing said that searches now use
+    another model (with a search shown, "redone with … now in use")."""
+    index_folder(qtbot, window, photo_dir)
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))
+    for key, side in ((Qt.Key_Down, 256), (Qt.Key_Up, 320), (Qt.Key_Down, 256)):  # 128 is below the field's least
+        def use_dialog(dlg, key=key):
+            qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+            dlg.size.setFocus()
+            qtbot.keyClick(dlg.size, key)
+            ok = next(b for b in dlg.findChildren(QPushButton) if b.text().replace("&", "") == "OK")
+            qtbot.mouseClick(ok, Qt.LeftButton)
+
+        when_modal(use_dialog)
+        menu_action(window, "Settings…").trigger()
+        qtbot.waitUntil(lambda: window.svc.snapshot().space.max_side == side, timeout=60000)
+        wait_idle(qtbot, window)
+        assert window.status_label.text() == f"Searches now use Tiny test network ({side} px)", window.status_label.text()
+
+
 def test_new_settings_say_at_once_that_the_library_switches_and_a_check_after_a_run_keeps_its_words(
         qtbot, window, photo_dir, monkeypatch):
     """Trial 20: the watcher's check right behind a run that indexed photos read "no new or
