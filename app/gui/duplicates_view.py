@@ -199,7 +199,9 @@ class DuplicatesDialog(QDialog):
         least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
                     default=None)
         # (trial 24 read "the least alike whole-photo copy found" as jargon)
-        spread = f"; copies found down to {least:.2f} alike" if least is not None else ""
+        # and "copies found down to 1.00 alike" read as confusing (trial 25)
+        spread = ("" if least is None else "; every copy found has the same pixels" if least >= 0.995
+                  else f"; the least alike copy found: {least:.2f}")
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go{besides} if you kept the "
                              f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
                              if groups else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")

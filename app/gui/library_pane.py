@@ -108,8 +108,9 @@ class LibraryPane(QWidget):
                 count = f"{indexed} of {total} {done}" + (", paused" if paused else "")
             elif indexing and not indexed and not total:  # just added: its scan has not counted it yet
                 count = "being scanned…"
-            elif left.get(f["path"]):
-                count = f"{indexed} of {indexed + left[f['path']]} indexed (stopped)"
+            elif left.get(f["path"]):  # (trial 25: "0 of 60 indexed (stopped)" beside "364 photos searchable")
+                done = "described again" if stats.get("serving_space") else "indexed"
+                count = f"{indexed} of {indexed + left[f['path']]} {done} (stopped)"
             elif not indexed and not failed and not f.get("missing") and f.get("state", "ok") == "ok":
                 count = "no photos found in it"  # trial 11: "0 photos" gave no hint why
             elif not indexed and not failed and not f.get("missing") and f.get("state") == "missing":

@@ -50,6 +50,8 @@ def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_pat
         dlg.summary.text()
     # the line wraps: it does not set the dialog's width (it pushed the dialog past a 1366 px screen's edge)
     assert dlg.minimumSizeHint().width() < 900, dlg.minimumSizeHint()
+    # (trial 25: "copies found down to 1.00 alike" read as confusing)
+    assert "; every copy found has the same pixels)." in dlg.summary.text(), dlg.summary.text()
     assert dlg.tree.topLevelItemCount() == len(dlg.groups)
     out = dlg.export(str(tmp_path / "dups.csv"))
     rows = list(csv.DictReader(open(out)))
