@@ -637,8 +637,11 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
     other_format = m.format_rank != keep.format_rank or os.path.splitext(m.path)[1].lower() != os.path.splitext(keep.path)[1].lower()
     if not words:
         words.append("in another format" if other_format else "re-encoded")
-        stored = stored_orientation(m.path)
-        if stored != 1 and stored != stored_orientation(keep.path):  # (trial 22: a TIFF stored turned)
+        for path in (m.path, keep.path):  # a file's header, read once per library version (the cache)
+            if ("orientation", path) not in known:
+                known[("orientation", path)] = stored_orientation(path)
+        stored = known[("orientation", m.path)]
+        if stored != 1 and stored != known[("orientation", keep.path)]:  # (trial 22: a TIFF stored turned)
             how = "mirrored" if stored in (2, 4) else "turned and mirrored" if stored in (5, 7) else "turned"
             words.append(f"its pixels stored {how} (a rotation tag shows it the same way)")
     key = ("bordered" if m.border > keep.border + BORDER_ADDED else "edited" if edited else "turned" if k

@@ -191,7 +191,7 @@ class DuplicatesDialog(QDialog):
         self.shown = n
         photos = sum(len(g.members) for g in groups)
         # a link frees nothing: counted apart (trial 23: "3 could go" counted links to photos elsewhere)
-        links = sum(os.path.islink(m.path) for g in groups for m in g.members[1:])
+        links = sum(m.link for g in groups for m in g.members[1:])
         extra = sum(len(g.members) - 1 for g in groups) - links
         besides = f" (and {plural(links, 'link')}, which free{'s' if links == 1 else ''} no space)" if links else ""
         # the least alike copy says what the slider can still take away (below it, nothing changes)

@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import EngineError, WeightsLoadError
-from .registry import Backbone
+from .registry import Backbone, child_python
 
 ENGINES = ("torch", "onnxruntime", "openvino")
 # Bumped whenever the exported graph changes (padding, opset, output); part of the cache key.
@@ -291,10 +291,9 @@ def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = pri
         raise EngineError("this build cannot export models")
     models_dir.mkdir(parents=True, exist_ok=True)
     log("setting up the photo analyser (once: up to a minute)")
-    root = str(Path(__file__).resolve().parents[3])
-    code = f"import sys; sys.path.insert(0, {root!r}); from app.core.features.export import main; sys.exit(main())"
-    cmd = [sys.executable, "-I", "-c", code, bb.name, bb.weights_path if bb.name != "tiny-random" else "",
-           bb.weights_digest if bb.name != "tiny-random" else "", str(out)]
+    cmd = child_python("from app.core.features.export import main; sys.exit(main())", bb.name,
+                       bb.weights_path if bb.name != "tiny-random" else "",
+                       bb.weights_digest if bb.name != "tiny-random" else "", str(out))
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=models_dir)
     except subprocess.TimeoutExpired as e:

@@ -122,6 +122,16 @@ def _load_exact(module, state: dict, path: Path):
     return module.eval()
 
 
+def child_python(code: str, *args: str) -> list[str]:
+    """The command that runs `code` (statements; `sys` imported) in a child Python that imports this
+    checkout's `app` and nothing else in the way: `python -I` ignores the current folder,
+    PYTHONPATH and the user's site packages (the export and the weights check run so)."""
+    import sys
+
+    root = str(Path(__file__).resolve().parents[3])
+    return [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {root!r})\n{code}", *args]
+
+
 def check_loads(bb: "Backbone", timeout: float = 300) -> None:
     """Load `bb`'s weights file into its network, in a child process (`python -I`, as the export):
     PyTorch and the network stay out of this one (a ResNet50 checked here left ~750 MB resident in
@@ -139,14 +149,12 @@ def check_loads(bb: "Backbone", timeout: float = 300) -> None:
         except Exception as e:  # noqa: BLE001 - no PyTorch in this build, or any loader failure: one line
             raise WeightsLoadError(str(e).splitlines()[0][:300] if str(e) else type(e).__name__) from e
         return
-    root = str(Path(__file__).resolve().parents[3])
-    code = (f"import sys; sys.path.insert(0, {root!r})\n"
-            "from app.core.features.registry import load_backbone\n"
+    code = ("from app.core.features.registry import load_backbone\n"
             "try:\n    load_backbone(sys.argv[1], sys.argv[2]).module\n"
             "except Exception as e:\n    print(str(e).splitlines()[0] if str(e) else type(e).__name__, file=sys.stderr); sys.exit(1)")
     try:
-        r = subprocess.run([sys.executable, "-I", "-c", code, bb.name, str(bb.weights_path)], capture_output=True,
-                           text=True, timeout=timeout)
+        r = subprocess.run(child_python(code, bb.name, str(bb.weights_path)), capture_output=True, text=True,
+                           timeout=timeout)
     except subprocess.TimeoutExpired as e:
         raise WeightsLoadError(f"loading {bb.weights_path} took longer than {timeout:.0f} s") from e
     if r.returncode != 0:
