@@ -101,6 +101,7 @@ class LibraryPane(QWidget):
         for f, name in zip(folders, folder_names([f["path"] for f in folders])):
             indexed, failed = f.get("indexed", 0), f.get("failed", 0)
             total = folder_total(f, self._totals) if indexing else 0
+            stopped = False
             if indexing and total > indexed:
                 # describing the library again for new settings: the old descriptions still serve
                 # ("0 of 1054 indexed" read as if the library had been wiped)
@@ -110,7 +111,8 @@ class LibraryPane(QWidget):
                 count = "being scanned…"
             elif left.get(f["path"]):  # (trial 25: "0 of 60 indexed (stopped)" beside "364 photos searchable")
                 done = "described again" if stats.get("serving_space") else "indexed"
-                count = f"{indexed} of {indexed + left[f['path']]} {done} (stopped)"
+                count = f"{indexed} of {indexed + left[f['path']]} {done}"
+                stopped = True
             elif not indexed and not failed and not f.get("missing") and f.get("state", "ok") == "ok":
                 count = "no photos found in it"  # trial 11: "0 photos" gave no hint why
             elif not indexed and not failed and not f.get("missing") and f.get("state") == "missing":
@@ -120,10 +122,12 @@ class LibraryPane(QWidget):
                 count = plural(indexed, "photo")
             # a narrow pane wraps before a dot, not inside "1 skipped" (trial 22: "· 1" then "skipped");
             # beside a running or stopped count, on the name's line (trial 23: "· 1 skipped" on a line of its own
-            # under "0 of 155 described again")
-            extra = (f" ·\u00a0{failed}\u00a0skipped" if failed else "") + \
+            # under "0 of 155 described again"), as "stopped" (at the default width "130 of 150 described again
+            # (stopped)" wrapped, a line of its own for "(stopped)")
+            extra = (" ·\u00a0stopped" if stopped else "") + \
+                (f" ·\u00a0{failed}\u00a0skipped" if failed else "") + \
                 (f" ·\u00a0{f['missing']}\u00a0missing" if f.get("missing") else "")
-            long_count = (indexing and total > indexed) or bool(left.get(f["path"]))  # "66 of 152 indexed (stopped)"
+            long_count = (indexing and total > indexed) or stopped  # "66 of 152 indexed"
             state = {"offline": "  (offline: not reachable now)", "missing": "  (missing: the folder is gone)"}.get(f.get("state"), "")
             item = QListWidgetItem(f"{name}{state}{extra}\n{count}" if long_count else f"{name}{state}\n{count}{extra}")
             item.setData(Qt.UserRole, f["path"])

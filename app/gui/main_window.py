@@ -1026,14 +1026,15 @@ class MainWindow(QMainWindow):
             # the preview showed a result the cut-off now hides (trial 12)
             self.results_view.setCurrentIndex(QModelIndex())
             self.preview.clear()
-        # copies One per duplicate folded in, with the count they belong to (trial 9 read them as
-        # hidden by the cut-off), short: the line is cut at 1366 px (trials 10, 21)
+        # copies One per duplicate folded in, said to be in tiles (trial 9 read them as hidden by
+        # the cut-off; trial 25 read "47 shown (+1 copy) of 100; the cut-off hides 53" as 101),
+        # short: the line is cut at 1366 px (trials 10, 21)
         folded = sum(len(h.hidden_copies) for h in hits if shown_score(h.score) >= cut)
-        more = f" (+{copies_words(folded)})" if folded else ""
+        more = f" (+{copies_words(folded)} in {'a tile' if folded == 1 else 'tiles'})" if folded else ""
         if not hits:
             msg = "No results" + (" (the filters leave no photo)" if self.last_request and self.last_request.filters.active else "")
         elif hidden:
-            msg = f"{shown} shown{more} of {len(hits)}; the cut-off hides {hidden}"
+            msg = f"{shown} shown of {len(hits)}{more}; the cut-off hides {hidden}"
         else:
             msg = f"{len(hits)} results{more}"
         others = [shown_score(h.score) for h in hits if not (h.duplicate or h.copy)]

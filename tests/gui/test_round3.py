@@ -333,7 +333,7 @@ def test_the_viewer_pages_through_what_the_cutoff_shows(qtbot, window, photo_dir
 
 
 def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window, tmp_path, monkeypatch):
-    """(9) Stopped with photos left: the pane says "N of M indexed (stopped)" and offers Resume
+    """(9) Stopped with photos left: the pane says "<folder> · stopped / N of M indexed" and offers Resume
     (k left), which indexes the rest; counts read "1 photo", not "1 photos"."""
     monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 4)
     add_and_pause(qtbot, window, tmp_path / "many", 40)
@@ -341,7 +341,7 @@ def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window,
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
     done = window.svc.stats()["indexed"]
     item = window.library.folder_list.item(0).text()
-    assert f"{done} of 40 indexed (stopped)" in item, item
+    assert item.endswith(" ·\u00a0stopped\n" f"{done} of 40 indexed"), item
     assert window.library.resume_btn.isVisible() and window.library.resume_btn.text() == f"Resume ({40 - done} left)"
     statuses = []
     window.bridge.event.connect(lambda ev: statuses.append(window.index_label.text()))
@@ -382,7 +382,7 @@ def test_a_watcher_run_stopped_counts_like_a_full_one_and_offers_resume(qtbot, w
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
     done = window.svc.stats()["indexed"]
     assert done < 50 and "Resume: Library pane" in window.index_label.text()
-    assert f"{done} of 50 indexed (stopped)" in window.library.folder_list.item(0).text()
+    assert window.library.folder_list.item(0).text().endswith(f"stopped\n{done} of 50 indexed")
     resume = window.library.resume_btn
     assert resume.isVisible() and resume.text() == f"Resume ({50 - done} left)"
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
@@ -985,7 +985,17 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     viewer = open_viewer(qtbot, window, row=0)
     assert "(and 2 copies, One per duplicate)" in viewer.caption.text()
     # trial 9: the count line read as if the cut-off hid them
-    assert window.results.info.text().startswith("8 results (+2 copies);"), window.results.info.text()
+    assert window.results.info.text().startswith("8 results (+2 copies in tiles);"), window.results.info.text()
+    # trial 25: "47 shown (+1 copy) of 100; the cut-off hides 53" read as 101 photos
+    slider = window.results.cutoff
+    slider.setFocus()
+    while window.results_view.isRowHidden(0) or not any(
+            window.results_view.isRowHidden(r) for r in range(window.results_model.rowCount())):
+        qtbot.keyClick(slider, Qt.Key_Right)
+        assert slider.value() < slider.maximum(), window.results.info.text()
+    shown = sum(not window.results_view.isRowHidden(r) for r in range(window.results_model.rowCount()))
+    assert re.match(rf"{shown} shown of 8 \(\+2 copies in tiles\); the cut-off hides {8 - shown}",
+                    window.results.info.text()), window.results.info.text()
     assert "2 copies are folded into their photo's tile" in window.results.info.toolTip()
 
 
@@ -1968,7 +1978,11 @@ def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, windo
                               "(not running"), summary
     row = window.library.folder_list.item(0).text()
     # (trial 25: "0 of 60 indexed (stopped)" beside "364 photos searchable")
-    assert row.startswith("lib ·\u00a01\u00a0skipped\n") and row.endswith(" described again (stopped)"), row
+    assert row == f"lib ·\u00a0stopped ·\u00a01\u00a0skipped\n{st['indexed']} of 40 described again", row
+    # each line fits the pane as it opens (a real window at 1366x768: "(stopped)" wrapped onto a line of its own)
+    view = window.library.folder_list
+    fits = view.viewport().width() - 2 * view.spacing() - 8
+    assert max(view.fontMetrics().horizontalAdvance(line) for line in row.split("\n")) <= fits, row
 
 
 def test_settings_ok_keeps_the_number_of_results_the_toolbar_shows(qtbot, window):
