@@ -1029,8 +1029,9 @@ class MainWindow(QMainWindow):
         # copies One per duplicate folded in, said to be in tiles (trial 9 read them as hidden by
         # the cut-off; trial 25 read "47 shown (+1 copy) of 100; the cut-off hides 53" as 101),
         # short: the line is cut at 1366 px (trials 10, 21)
-        folded = sum(len(h.hidden_copies) for h in hits if shown_score(h.score) >= cut)
-        more = f" (+{copies_words(folded)} in {'a tile' if folded == 1 else 'tiles'})" if folded else ""
+        holding = [len(h.hidden_copies) for h in hits if h.hidden_copies and shown_score(h.score) >= cut]
+        folded = sum(holding)
+        more = f" (+{copies_words(folded)} in {'a tile' if len(holding) == 1 else f'{len(holding)} tiles'})" if folded else ""
         if not hits:
             msg = "No results" + (" (the filters leave no photo)" if self.last_request and self.last_request.filters.active else "")
         elif hidden:

@@ -985,7 +985,7 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     viewer = open_viewer(qtbot, window, row=0)
     assert "(and 2 copies, One per duplicate)" in viewer.caption.text()
     # trial 9: the count line read as if the cut-off hid them
-    assert window.results.info.text().startswith("8 results (+2 copies in tiles);"), window.results.info.text()
+    assert window.results.info.text().startswith("8 results (+2 copies in a tile);"), window.results.info.text()
     # trial 25: "47 shown (+1 copy) of 100; the cut-off hides 53" read as 101 photos
     slider = window.results.cutoff
     slider.setFocus()
@@ -994,7 +994,7 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
         qtbot.keyClick(slider, Qt.Key_Right)
         assert slider.value() < slider.maximum(), window.results.info.text()
     shown = sum(not window.results_view.isRowHidden(r) for r in range(window.results_model.rowCount()))
-    assert re.match(rf"{shown} shown of 8 \(\+2 copies in tiles\); the cut-off hides {8 - shown}",
+    assert re.match(rf"{shown} shown of 8 \(\+2 copies in a tile\); the cut-off hides {8 - shown}",
                     window.results.info.text()), window.results.info.text()
     assert "2 copies are folded into their photo's tile" in window.results.info.toolTip()
 

@@ -49,13 +49,15 @@ class Event:
 
 
 STATS_EVERY = 1.5  # s: the counts (a catalog query) are published at most this often while indexing
+_malloc_trim = None  # glibc's, once looked up; False where there is none
 
 
 def _return_freed_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim; nothing elsewhere).
     Indexing decodes and frees photo-sized buffers from several threads, and glibc keeps the
-    freed pages: the window held 560 MB after 250 photos, 435 MB once trimmed
-    (benchmarks/gui_memory.py). A fixed mmap threshold kept it low too but indexed 20 % slower."""
+    freed pages: after 250 photos the service alone held 560 MB, 435 MB once trimmed; the window
+    657 -> 505 MB (benchmarks/gui_memory.py). A fixed mmap threshold kept it as low but indexed
+    20 % slower."""
     global _malloc_trim
     if _malloc_trim is None:
         import ctypes
@@ -68,8 +70,6 @@ def _return_freed_memory() -> None:
     if _malloc_trim:
         _malloc_trim(0)
 
-
-_malloc_trim = None
 
 class JobControl:
     """Pause / resume / cancel from any thread; a job honours them between steps. Paused time is
