@@ -13,6 +13,16 @@ Prints, per inlier threshold, the share of searches with a right result among th
 that reach it (kept) and of searches with none that stay below it (flagged), and the share of
 right and wrong result pairs reaching 12 inliers. A right result is a photo of the same
 landmark (the file name's landmark).
+
+    python benchmarks/local_features.py --home DIR --objects [--queries uk:ukbench.txt]
+
+--objects (issue 20's residual: HeR's heat spread over other book covers): every 5th UKBench
+photo and every 2nd Paris photo the library holds are searched (or the photos a --queries file
+lists, one path per line, e.g. held-out views), with each of their first 30 results' inliers,
+relevance and whether HeR ranked. Prints, per set, right and wrong results' inliers and how many
+read 0.5 or more, before and after a rule (measured, not shipped): in a HeR search whose inlier
+counts fall by GAP_RATIO after at least two results of GAP_MIN or more (an object's other views),
+every result below that step reads at most 0.3. A right UKBench result is a view of the same object.
 """
 from __future__ import annotations
 
@@ -44,6 +54,8 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=640)
     ap.add_argument("--features", type=int, default=1000)
     ap.add_argument("--ratio", type=float, default=0.85)
+    ap.add_argument("--objects", action="store_true", help="the HeR step rule on UKBench and Paris searches")
+    ap.add_argument("--queries", default=None, help="with --objects: a file of query paths (photos not held too)")
     a = ap.parse_args()
     sift, matcher, cache = cv2.SIFT_create(nfeatures=a.features), cv2.BFMatcher(cv2.NORM_L2), {}
 
@@ -69,6 +81,10 @@ def main() -> None:
     svc = LibraryService(Path(a.home), Settings())
     svc.wait_ready()
     searcher = Searcher(svc)
+    if a.objects:
+        objects(svc, searcher, inliers, a.queries)
+        svc.close()
+        return
     held, unheld, right_pairs, wrong_pairs = [], [], [], []
     for q in sorted(str(p.resolve()) for p in (SHARED / "paris250" / "jpg").glob("*.jpg")):
         hits = [str(Path(h.path).resolve()) for h in searcher.search(SearchRequest(path=q, top=12)).hits
@@ -88,6 +104,63 @@ def main() -> None:
     for name, x in (("right", right_pairs), ("wrong", wrong_pairs)):
         x = np.array(x)
         print(f"{name} results: {len(x)}, median {np.median(x):.0f} inliers, 12 or more: {(x >= 12).mean():.3f}")
+
+
+GAP_MIN, GAP_RATIO, CAPPED = 25, 2.5, 0.3
+
+
+def subject(path: str) -> str:
+    """A UKBench photo's object (4 views each), else the Paris landmark or the file itself."""
+    name = Path(path).name
+    return f"ukbench{int(name[7:12]) // 4}" if name.startswith("ukbench") else landmark(path)
+
+
+def step(counts: np.ndarray) -> float | None:
+    """The inlier count that stands GAP_RATIO above the next one, with at least two results at or
+    above it and GAP_MIN or more; None when the counts fall evenly."""
+    s = np.sort(counts)[::-1]
+    for i in range(1, len(s) - 1):
+        if s[i] >= GAP_MIN and s[i] >= GAP_RATIO * max(int(s[i + 1]), 1):
+            return float(s[i])
+    return None
+
+
+def objects(svc, searcher, inliers, queries_file) -> None:
+    from app.core.pipeline.search import SearchRequest
+
+    cat = svc.catalog
+    held = sorted(p for _, p, _ in cat.guard(cat.image_paths, [f.id for f in cat.guard(cat.folders)]))
+    if queries_file:
+        queries = [line.strip() for line in open(queries_file) if line.strip()]
+    else:
+        queries = [p for p in held if Path(p).name.startswith("ukbench")][::5] + \
+                  [p for p in held if Path(p).name.startswith("paris_")][::2]
+    rows = []  # (set, right, relevance, inliers, capped relevance)
+    her_searches, stepped = {}, {}
+    for q in queries:
+        kind = "UKBench" if Path(q).name.startswith("ukbench") else "Paris" if Path(q).name.startswith("paris_") else "other"
+        res = searcher.search(SearchRequest(path=q, top=30))
+        hits = [h for h in res.hits if not (h.duplicate or h.copy) and Path(h.path).resolve() != Path(q).resolve()][:30]
+        counts = np.array([inliers(q, h.path) for h in hits])
+        her = bool(res.plan and res.plan.her)
+        cut = step(counts) if her and len(counts) else None
+        her_searches[kind] = her_searches.get(kind, 0) + her
+        stepped[kind] = stepped.get(kind, 0) + (cut is not None)
+        for h, c in zip(hits, counts):
+            rows.append((kind, subject(h.path) == subject(q), h.score, int(c),
+                         min(h.score, CAPPED) if cut is not None and c < cut else h.score))
+    print(f"{len(queries)} searches, first 30 results each; the rule: a step of x{GAP_RATIO} after two or more "
+          f"results of {GAP_MIN}+ inliers, in a HeR search, caps the results below it at {CAPPED}")
+    print("| set | HeR searches / stepped | right: median inliers, 10th pct | wrong: median, 90th pct | "
+          "right at 0.5+ before -> after | wrong at 0.5+ before -> after |\n|---|---|---|---|---|---|")
+    for kind in sorted({r[0] for r in rows}):
+        right = [r for r in rows if r[0] == kind and r[1]]
+        wrong = [r for r in rows if r[0] == kind and not r[1]]
+        ri, wi = np.array([r[3] for r in right] or [0]), np.array([r[3] for r in wrong] or [0])
+        print(f"| {kind} | {her_searches[kind]} / {stepped[kind]} | {np.median(ri):.0f}, {np.percentile(ri, 10):.0f} | "
+              f"{np.median(wi):.0f}, {np.percentile(wi, 90):.0f} | "
+              f"{sum(r[2] >= .5 for r in right)} -> {sum(r[4] >= .5 for r in right)} | "
+              f"{sum(r[2] >= .5 for r in wrong)} -> {sum(r[4] >= .5 for r in wrong)} |")
 
 
 if __name__ == "__main__":
