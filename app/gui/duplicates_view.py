@@ -13,7 +13,7 @@ from PySide6.QtGui import QGuiApplication, QIcon, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSlider,
                                QStyledItemDelegate, QStyleOptionViewItem, QTreeWidget, QTreeWidgetItem, QVBoxLayout)
 
-from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, find_duplicates, to_records
+from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, STRENGTH, find_duplicates, to_records
 from ..core.library.paths import display
 from .library_pane import plural
 from .viewer import open_externally
@@ -199,8 +199,9 @@ class DuplicatesDialog(QDialog):
         least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
                     default=None)
         # (trial 24 read "the least alike whole-photo copy found" as jargon)
-        # and "copies found down to 1.00 alike" read as confusing (trial 25)
-        spread = ("" if least is None else "; every copy found has the same pixels" if least >= 0.995
+        # and "copies found down to 1.00 alike" read as confusing (trial 25); a copy at half size
+        # reads 1.00 too: "the same pixels" was said of it (trial 27)
+        spread = ("" if least is None else "; every copy found is the same picture" if least >= 0.995
                   else f"; the least alike copy found: {least:.2f}")
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go{besides} if you kept the "
                              f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
@@ -212,7 +213,9 @@ class DuplicatesDialog(QDialog):
                  "resized": "resized copies", "turned": "turned or mirrored copies", "edited": "edited copies",
                  "bordered": "copies with a border", "crop": "crops", "similar": "copies"}
         for k, g in enumerate(groups, 1):
-            top = QTreeWidgetItem([f"Group {k}: {kinds[g.kind]} ({len(g.members)} photos)", "", "", ""])
+            # every kind of copy the group holds, loosest first (trial 27: "resized copies" over an identical file too)
+            held = sorted({m.relation for m in g.members[1:]}, key=lambda r: -STRENGTH[r]) or ["exact"]
+            top = QTreeWidgetItem([f"Group {k}: {' and '.join(kinds[r] for r in held)} ({len(g.members)} photos)", "", "", ""])
             self.tree.addTopLevelItem(top)
             top.setFirstColumnSpanned(True)  # the title has the whole row (it read "(3 ph…" in the Photo column)
             for m in g.members:

@@ -31,6 +31,7 @@ def library_with_copies(tmp_path):
 def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_path):
     d = library_with_copies(tmp_path)
     (d / "b" / "p0-link.png").symlink_to(d / "a" / "p0.png")
+    Image.open(d / "a" / "p1.png").resize((120, 90), Image.LANCZOS).save(d / "b" / "p1-small.png")
     index_folder(qtbot, window, d)
     before = {p: p.read_bytes() for p in d.rglob("*.png")}
     window.dup_action.trigger()  # View -> Duplicates…
@@ -38,7 +39,10 @@ def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_pat
     qtbot.waitUntil(lambda: dlg.shown == dlg.runner.n and dlg.shown > 0, timeout=20000)
     groups = {frozenset(Path(m.path).name for m in g.members): g.kind for g in dlg.groups}
     assert groups == {frozenset({"p0.png", "p0-copy.png", "p0-link.png"}): "exact",
-                      frozenset({"p1.png", "p1-turned.png"}): "turned"}
+                      frozenset({"p1.png", "p1-turned.png", "p1-small.png"}): "turned"}
+    # a group's title names each kind of copy it holds (trial 27: "resized copies" over an identical file too)
+    titles = [dlg.tree.topLevelItem(k).text(0) for k in range(dlg.tree.topLevelItemCount())]
+    assert "turned or mirrored copies and resized copies (3 photos)" in " ".join(titles), titles
     # the slider to its strictest with the keyboard: the same photo turned still has the same pixels
     dlg.slider.setFocus()
     shown = dlg.shown
@@ -46,12 +50,13 @@ def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_pat
     qtbot.waitUntil(lambda: dlg.shown > shown and dlg.shown == dlg.runner.n, timeout=20000)
     assert dlg.value.text() == "0.99" and len(dlg.groups) == 2
     # a link frees nothing: counted apart (trial 23: "3 could go" counted links)
-    assert dlg.summary.text().startswith("2 groups, 5 photos: 2 could go (and 1 link, which frees no space) if"), \
+    assert dlg.summary.text().startswith("2 groups, 6 photos: 3 could go (and 1 link, which frees no space) if"), \
         dlg.summary.text()
     # the line wraps: it does not set the dialog's width (it pushed the dialog past a 1366 px screen's edge)
     assert dlg.minimumSizeHint().width() < 900, dlg.minimumSizeHint()
-    # (trial 25: "copies found down to 1.00 alike" read as confusing)
-    assert "; every copy found has the same pixels)." in dlg.summary.text(), dlg.summary.text()
+    # (trial 25: "copies found down to 1.00 alike" read as confusing; trial 27: "the same pixels" was said
+    # of a copy at three quarters of the size)
+    assert "; every copy found is the same picture)." in dlg.summary.text(), dlg.summary.text()
     assert dlg.tree.topLevelItemCount() == len(dlg.groups)
     out = dlg.export(str(tmp_path / "dups.csv"))
     rows = list(csv.DictReader(open(out)))

@@ -191,8 +191,8 @@ def test_2_export_list_writes_the_file_the_person_chose(qtbot, window, tmp_path,
     dlg.slider.setFocus()
     qtbot.keyClick(dlg.slider, Qt.Key_PageDown)
     qtbot.waitUntil(lambda: dlg.shown > shown and dlg.shown == dlg.runner.n, timeout=20000)
-    assert dlg.done_note.text() == "" and re.search(r"; (the least alike copy found: \d\.\d\d|every copy found has the "
-                                                    r"same pixels)\)", dlg.summary.text()), dlg.summary.text()
+    assert dlg.done_note.text() == "" and re.search(r"; (the least alike copy found: \d\.\d\d|every copy found is the "
+                                                    r"same picture)\)", dlg.summary.text()), dlg.summary.text()
     headers = [dlg.tree.headerItem().text(i) for i in range(dlg.tree.columnCount())]
     assert "Folder" in headers  # (10) which folder each copy is in
     # a group's title has the whole row (the trial: "(3 ph…" cut in the Photo column, even at 1920 px)
