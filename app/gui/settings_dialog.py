@@ -72,6 +72,11 @@ class SettingsDialog(QDialog):
             self.preset_buttons[key] = b
             bl.addWidget(b)
         self.custom_note = QLabel("Custom settings (see Advanced)")
+        # its line is kept when hidden: OK and the fields stay where they are as it comes and goes
+        # (trial 27: a field changed, the note came, and a click on OK's old place missed it)
+        keep = self.custom_note.sizePolicy()
+        keep.setRetainSizeWhenHidden(True)
+        self.custom_note.setSizePolicy(keep)
         bl.addWidget(self.custom_note)
         v.addWidget(box)
         self.advanced_btn = QPushButton("Show advanced settings")
@@ -160,7 +165,7 @@ class SettingsDialog(QDialog):
         self.error.setWordWrap(True)
         self.error.setVisible(False)
         v.addWidget(self.error)
-        bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        bb = self.buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         bb.accepted.connect(self._accept)
         bb.rejected.connect(self.reject)
         v.addWidget(bb)

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog, QListWidget, QMessageBox, QPushButton
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QListWidget, QMessageBox, QPushButton
 
 from app.core.heatmap import normalise
 from app.core.imageio import open_oriented
@@ -1770,7 +1770,8 @@ def test_a_preset_chosen_after_another_model_drops_its_weights_file(qtbot, windo
 
 def test_a_model_chosen_under_advanced_unchecks_the_preset(qtbot, window):
     """Trial 23: ResNet50 chosen under Advanced, "Balanced (recommended)" stayed chosen until the
-    dialog was opened again; the preset follows the fields, "Custom settings" when none fits."""
+    dialog was opened again; the preset follows the fields, "Custom settings" when none fits.
+    Trial 27: the note's line came with it and pushed OK down: a click on OK's old place missed."""
     seen = []
 
     def use_dialog(dlg):
@@ -1778,6 +1779,10 @@ def test_a_model_chosen_under_advanced_unchecks_the_preset(qtbot, window):
         qtbot.mouseClick(b, Qt.LeftButton, pos=QPoint(8, b.height() // 2))
         seen.append((b.isChecked(), dlg.custom_note.isVisible()))
         qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)
+        QApplication.processEvents()
+        ok = dlg.buttons.button(QDialogButtonBox.Ok)
+        place = lambda: (ok.mapTo(dlg, QPoint(0, 0)), dlg.model.mapTo(dlg, QPoint(0, 0)))  # noqa: E731
+        before = place()
         dlg.model.setFocus()
         for _ in range(dlg.model.count()):
             if dlg.model.currentData() == "resnet50":
@@ -1785,6 +1790,8 @@ def test_a_model_chosen_under_advanced_unchecks_the_preset(qtbot, window):
             qtbot.keyClick(dlg.model, Qt.Key_Down)
         assert dlg.model.currentData() == "resnet50"
         seen.append((any(x.isChecked() for x in dlg.preset_buttons.values()), dlg.custom_note.isVisible()))
+        QApplication.processEvents()
+        seen.append(("OK and the fields where they were", place() == before))  # as the note comes
         for _ in range(dlg.model.count()):
             if dlg.model.currentData() == "efficientnet-lite2":
                 break
@@ -1797,7 +1804,8 @@ def test_a_model_chosen_under_advanced_unchecks_the_preset(qtbot, window):
 
     when_modal(use_dialog)
     menu_action(window, "Settings…").trigger()
-    assert seen == [(True, False), (False, True), (True, False), (False, True)], seen
+    assert seen == [(True, False), (False, True), ("OK and the fields where they were", True), (True, False),
+                    (False, True)], seen
 
 
 def test_a_weights_file_never_trained_is_refused_by_the_dialog_before_anything_is_asked(qtbot, window, tmp_path,
