@@ -40,6 +40,12 @@ from .workers import Background, CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
 DONE_KEPT_S = 120  # s an "Indexing done" line stays when the checks after it find nothing new
+
+
+def done_words(st: dict, extra: str = "") -> str:
+    """'Indexing done: 308 photos searchable' and ', 2 skipped' when some were (trial 27 read ', 0 skipped')."""
+    skipped = f", {st['failed']} skipped" if st.get("failed") else ""
+    return f"Indexing done: {plural(st['indexed'], 'photo')} searchable{skipped}{extra}"
 ESTIMATED_RATE = 8.0  # photos/s of the default model at 512 px on a 2-core laptop (README "Speed"), until one is measured here
 MODEL_CHECK_MS = 5000  # a missing weights file is looked for again this often (cheap: a file's metadata)
 REFRESH_MS = 3000  # a library another process writes is re-read this often (cheap when unchanged)
@@ -777,15 +783,13 @@ class MainWindow(QMainWindow):
                 # stay (trial 20: "no new or changed photos" right after 102 photos were indexed
                 # read as if none were)
                 recent = time.monotonic() - self._indexed_at < DONE_KEPT_S and not asked
-                self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, {st['failed']} "
-                                         "skipped" if recent else
+                self.index_label.setText(done_words(st) if recent else
                                          f"Checked at {time.strftime('%H:%M:%S')}: no new or changed photos; "
                                          f"{plural(st['indexed'], 'photo')} searchable")
             else:
                 self._left = {}
                 self._indexed_at = time.monotonic()
-                self.index_label.setText(f"Indexing done: {plural(st['indexed'], 'photo')} searchable, "
-                                         f"{st['failed']} skipped{extra}")
+                self.index_label.setText(done_words(st, extra))
         self.refresh_library(st)
         self._watch_folders()
         self._search_again_if_changed()
