@@ -149,10 +149,11 @@ class LibraryPane(QWidget):
         text = f"{plural(n, 'photo')} searchable" if stats.get("folders") else ""
         old = stats.get("serving_space")
         if old and stats.get("folders"):
-            text += (f"; describing them again for the new settings ({stats.get('indexed', 0)} done): searches use "
-                     "the previous descriptions meanwhile" if indexing else
-                     f"; {stats.get('indexed', 0)} described again for the new settings so far (not running: "
-                     "Resume or Rescan goes on): searches use the previous descriptions")
+            # short: the pane is narrow (trial 27: six lines, and "(not running: Resume or Rescan goes on)" read
+            # awkwardly); the rows and the Resume button say the rest
+            text += (" (the previous settings); "
+                     + f"{stats.get('indexed', 0)} described again for the new settings"
+                     + (", paused" if indexing and paused else " so far" if indexing else ", stopped"))
         if stats.get("unusable") and stats.get("folders"):  # in full: the status line cut it (trial 20)
             text += (f". Indexing waits: {stats['unusable']}. Searches use the descriptions made before (by a model "
                      "that runs here); indexing starts by itself once the model can run (its weights file back), or "

@@ -734,6 +734,9 @@ class MainWindow(QMainWindow):
             text = f"Indexing {done} of {total}{self._paused_note}{eta}{rate}"  # "…, about 2 min left at 8.1 photos/s"
             if prog.failed:
                 text += f"; {prog.failed} skipped"
+        if self._paused_note and not text.startswith("Indexing "):
+            # paused while it prepares, scans or finishes (trial 27: the line went on "Preparing to index…")
+            text = f"Paused: {text[0].lower()}{text[1:]}"
         if prog.message:
             text += f" — {prog.message}"
         self.index_label.setText(text)

@@ -1941,6 +1941,22 @@ def test_new_settings_during_a_run_say_the_run_goes_on_not_stopped(qtbot, window
     assert window.index_label.text().startswith("Indexing done: 24 photos searchable"), window.index_label.text()
 
 
+def test_a_pause_while_indexing_prepares_says_paused(qtbot, window, tmp_path, monkeypatch):
+    """Trial 27: paused (File > Pause indexing) while the run prepared, the line went on
+    "Preparing to index…" and nothing said it was paused."""
+    monkeypatch.setattr("app.core.pipeline.indexer.CALIBRATION_IMAGES", 40)  # a long first sample
+    for i in range(40):
+        write_photo(tmp_path / "lib" / f"p{i:02d}.png", i, size=(640, 480))
+    window.add_folder(str(tmp_path / "lib"))
+    qtbot.waitUntil(lambda: window.index_label.text().startswith("Preparing to index"), timeout=30000)
+    qtbot.mouseClick(window.pause_btn, Qt.LeftButton)
+    said = window.index_label.text()
+    assert said.startswith("Paused: preparing to index 40 photos") or said.startswith("Indexing 0 of 40, paused"), said
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        qtbot.mouseClick(window.pause_btn, Qt.LeftButton)  # Resume
+    assert window.index_label.text() == "Indexing done: 40 photos searchable", window.index_label.text()
+
+
 def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, window, tmp_path, monkeypatch):
     """Trial 23: Cancel while the library was described again for new settings: the status line
     read "Stopped: 232 photos searchable, 133 to go" (the new settings' count), the Library pane
@@ -1972,6 +1988,9 @@ def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, windo
     # a line of its own under "0 of 155 described again")
     row = window.library.folder_list.item(0).text()
     assert row.startswith("lib ·\u00a01\u00a0skipped\n") and row.split("\n")[1].endswith("described again, paused"), row
+    # the pane's words say so too (trial 27: "describing them again… meanwhile" while paused)
+    assert window.library.summary.text().endswith(" described again for the new settings, paused"), \
+        window.library.summary.text()
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
     st = window.svc.stats()
@@ -1982,8 +2001,9 @@ def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, windo
     # stopped, the pane does not say it is describing them (trial 24), and the skipped file stays beside the
     # name: "(stopped)" wraps no more than the running count (trial 24: "· 2 skipped" on a line of its own)
     summary = window.library.summary.text()
-    assert summary.startswith(f"40 photos searchable; {st['indexed']} described again for the new settings so far "
-                              "(not running"), summary
+    # short (trial 27: six lines in the pane; "(not running: Resume or Rescan goes on)" read awkwardly)
+    assert summary == f"40 photos searchable (the previous settings); {st['indexed']} described again for the " \
+                      "new settings, stopped", summary
     row = window.library.folder_list.item(0).text()
     # (trial 25: "0 of 60 indexed (stopped)" beside "364 photos searchable")
     assert row == f"lib ·\u00a0stopped ·\u00a01\u00a0skipped\n{st['indexed']} of 40 described again", row
