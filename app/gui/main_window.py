@@ -978,8 +978,16 @@ class MainWindow(QMainWindow):
         own = normalise(res.query_weights) if res.box is None and res.query_weights is not None else None
         self.bridge.matches.set_query(res.query_raw, own, res.query_size, res.generation)
         self.delegate.forget()
+        req = self.last_request
+        same_query = shown is not None and shown.path == req.path and shown.image is req.image and shown.box == req.box
+        # the same query searched again by the window (the library changed, a run stopped): the photo
+        # the person had selected stays selected, its preview shown (trial 27: Cancel cleared both)
+        cur = self.results_view.currentIndex().data(HitRole) if same_query else None
         self.results_model.set_hits(res.hits)
         self.preview.clear()
+        keep = next((row for row, h in enumerate(res.hits) if cur is not None and h.path == cur.path), None)
+        if keep is not None:
+            self.results_view.setCurrentIndex(self.results_model.index(keep))
         self._apply_cutoff()
         self._refresh_viewer()
         if getattr(self, "_scroll_top", False):  # a new query: its best results first (the grid kept its place)
@@ -992,8 +1000,6 @@ class MainWindow(QMainWindow):
         # results changed without a word)
         space = self.svc.snapshot().space
         again, self._again = self._again, None
-        req = self.last_request
-        same_query = shown is not None and shown.path == req.path and shown.image is req.image and shown.box == req.box
         moved = (f"; redone with {model_words(space)} now in use"  # short: it shares the bar with indexing (trial 23)
                  if again is req and same_query and before is not None and before.space_id not in (0, res.space_id)
                  and space is not None and space.id == res.space_id else "")

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QList
 
 from app.core.heatmap import normalise
 from app.core.imageio import open_oriented
-from app.gui.results import shown_score
+from app.gui.results import HitRole, shown_score
 from tests.conftest import write_pairs, write_photo
 from tests.gui.conftest import (add_and_pause, answer_file_dialog, index_folder, make_window, tiny_settings, wait_idle,
                                 when_modal)
@@ -1011,9 +1011,16 @@ def test_results_shown_while_the_library_changes_are_searched_again_when_indexin
     index_folder(qtbot, window, a)
     search(qtbot, window, query)
     assert not any("twin" in h.path for h in window.results_model.hits)
+    view = window.results_view
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(1)).center())
+    chosen = window.preview.hit.path
     with qtbot.waitSignal(window.searchFinished, timeout=30000):  # nobody searches again by hand
         window.add_folder(str(b))
     assert Path(window.results_model.hits[0].path).name == "twin.png"
+    # the photo the person had selected stays selected and previewed (trial 27: cleared by a search redone)
+    assert view.currentIndex().data(HitRole).path == chosen and window.preview.hit.path == chosen
+    search(qtbot, window, tmp_path / "a" / "a3.png")  # another query: nothing stays selected
+    assert not view.currentIndex().isValid() and window.preview.hit is None
 
 
 def test_the_date_filter_opens_at_its_day_offers_every_year_and_reads_a_reversed_range(qtbot, window, tmp_path):
