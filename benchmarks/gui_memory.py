@@ -4,8 +4,9 @@ first release reached 2.8 GB indexing 120 photos.
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_memory.py [--photos 120]
 
 A window on an empty data folder; the Paris photos (1024 px) are added as a folder and indexed with
-the default model and engine; then one photo is searched and the grid's thumbnails load. VmRSS is
-sampled every 50 ms on the GUI thread; the peak (VmHWM) is the kernel's.
+the default model and engine; then one photo is searched and the grid's thumbnails load; the
+viewer opens on the first result, steps through 40 with the Right key and closes; 10 more photos
+are searched. VmRSS is sampled every 50 ms on the GUI thread; the peak (VmHWM) is the kernel's.
 """
 from __future__ import annotations
 
@@ -85,6 +86,26 @@ def main():
     print(f"after a search with {win.results_model.rowCount()} results and their thumbnails: "
           f"{status_mb('VmRSS'):.0f} MB; thumbnail cache {win.loader.cached_bytes / 2**20:.0f} MB; "
           f"peak of the process (VmHWM) {status_mb('VmHWM'):.0f} MB", flush=True)
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    win.results_view.setFocus()
+    win.results_view.setCurrentIndex(win.results_model.index(0))
+    QTest.keyClick(win.results_view, Qt.Key_Return)
+    settle(1000)
+    for _ in range(40):
+        QTest.keyClick(win._viewer, Qt.Key_Right)
+        settle(300)
+    stepped = status_mb("VmRSS")
+    win._viewer.close()
+    settle(500)
+    print(f"the viewer after 40 photos: {stepped:.0f} MB; closed: {status_mb('VmRSS'):.0f} MB", flush=True)
+    for q in sorted(photos.glob("*.jpg"))[1:11]:
+        win.set_query_path(str(q))
+        wait(win.searchFinished, 60_000)
+        settle(800)
+    print(f"10 more searches: {status_mb('VmRSS'):.0f} MB; thumbnail cache {win.loader.cached_bytes / 2**20:.0f} MB",
+          flush=True)
     win.close()
     shutil.rmtree(tmp, ignore_errors=True)
 

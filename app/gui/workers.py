@@ -301,6 +301,12 @@ class ImageLoader(QObject):
     def cached_bytes(self) -> int:
         return self._bytes
 
+    def forget(self, size: QSize) -> None:
+        """Drop the images cached at `size` (the viewer's, up to 64 MB each, once it closes)."""
+        with self._lock:
+            for key in [k for k in self._cache if k[1:] == (size.width(), size.height())]:
+                self._bytes -= self._cache.pop(key).sizeInBytes()
+
     def _next(self):
         with self._lock:
             if not self._queue:

@@ -52,7 +52,7 @@ STATS_EVERY = 1.5  # s: the counts (a catalog query) are published at most this 
 _malloc_trim = None  # glibc's, once looked up; False where there is none
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory() -> None:
     """Hand the C heap's free pages back to the system (glibc's malloc_trim; nothing elsewhere).
     Indexing decodes and frees photo-sized buffers from several threads, and glibc keeps the
     freed pages: after 250 photos the service alone held 560 MB, 435 MB once trimmed; the window
@@ -393,7 +393,7 @@ class LibraryService:
             finally:
                 if hasattr(prod, "close"):
                     prod.close()
-                _return_freed_memory()
+                return_freed_memory()
             self._publish_stats()
             if cmd.control.preempted:
                 self.submit("index", run, control=JobControl())  # resume after the preempting command
@@ -536,7 +536,7 @@ class LibraryService:
     def _maybe_stats(self) -> None:
         if time.monotonic() - self._last_stats > STATS_EVERY:
             self._publish_stats()
-            _return_freed_memory()  # while indexing: its peak too
+            return_freed_memory()  # while indexing: its peak too
 
     def _publish_stats(self) -> None:
         self._last_stats = time.monotonic()
