@@ -371,8 +371,9 @@ class MainWindow(QMainWindow):
         empty = QWidget()
         ev = QVBoxLayout(empty)
         ev.addStretch()
-        title = QLabel("<h2>Find photos by example</h2><p>Add a photo folder to start. HeatSearch indexes it in the "
-                       "background; then drop a photo here and draw a box around what you are looking for.</p>"
+        # a sentence a line (trial 27: at 1366 px "for." wrapped onto a line of its own)
+        title = QLabel("<h2>Find photos by example</h2><p>Add a photo folder to start: HeatSearch indexes it in the "
+                       "background.<br>Then drop a photo here and draw a box around what you are looking for.</p>"
                        "<p>Your photos are only read, never changed, moved or deleted.</p>")
         title.setAlignment(Qt.AlignCenter)
         title.setWordWrap(True)
