@@ -215,7 +215,9 @@ class DuplicatesDialog(QDialog):
         for k, g in enumerate(groups, 1):
             # every kind of copy the group holds, loosest first (trial 27: "resized copies" over an identical file too)
             held = sorted({m.relation for m in g.members[1:]}, key=lambda r: -STRENGTH[r]) or ["exact"]
-            top = QTreeWidgetItem([f"Group {k}: {' and '.join(kinds[r] for r in held)} ({len(g.members)} photos)", "", "", ""])
+            words = [kinds[r] for r in held]
+            named = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+            top = QTreeWidgetItem([f"Group {k}: {named} ({len(g.members)} photos)", "", "", ""])
             self.tree.addTopLevelItem(top)
             top.setFirstColumnSpanned(True)  # the title has the whole row (it read "(3 ph…" in the Photo column)
             for m in g.members:

@@ -736,8 +736,13 @@ class MainWindow(QMainWindow):
             if prog.failed:
                 text += f"; {prog.failed} skipped"
         if self._paused_note and not text.startswith("Indexing "):
-            # paused while it prepares, scans or finishes (trial 27: the line went on "Preparing to index…")
-            text = f"Paused: {text[0].lower()}{text[1:]}"
+            # paused while it prepared, the line went on "Preparing to index…" (trial 27). A run stops
+            # once its model is loaded and between batches; a scan, the 8-bit tuning and the first
+            # sample go on to their end (review: "Paused:" was said while they ran)
+            if prog.phase == "loading the model":
+                text = f"Paused: {text[0].lower()}{text[1:]}"
+            elif prog.phase not in ("finishing", "done"):
+                text += " (pausing once this step ends)"
         if prog.message:
             text += f" — {prog.message}"
         self.index_label.setText(text)
@@ -982,11 +987,14 @@ class MainWindow(QMainWindow):
         req = self.last_request
         same_query = shown is not None and shown.path == req.path and shown.image is req.image and shown.box == req.box
         # the same query searched again by the window (the library changed, a run stopped): the photo
-        # the person had selected stays selected, its preview shown (trial 27: Cancel cleared both)
-        cur = self.results_view.currentIndex().data(HitRole) if same_query else None
+        # the person had selected stays selected, its preview shown (trial 27: Cancel cleared both);
+        # folded into another's tile since (One per duplicate), that tile
+        cur = self.results_view.currentIndex().data(HitRole) if same_query and self._again is req else None
         self.results_model.set_hits(res.hits)
         self.preview.clear()
-        keep = next((row for row, h in enumerate(res.hits) if cur is not None and h.path == cur.path), None)
+        keep = None if cur is None else next((row for row, h in enumerate(res.hits) if h.path == cur.path), None)
+        if keep is None and cur is not None:
+            keep = next((row for row, h in enumerate(res.hits) if cur.path in h.hidden_copies), None)
         if keep is not None:
             self.results_view.setCurrentIndex(self.results_model.index(keep))
         self._apply_cutoff()

@@ -241,12 +241,15 @@ class ViewerDialog(QDialog):
             self._render()
 
     def _on_loaded(self, path: str) -> None:
-        if self.hit is not None and path == self.hit.path:
+        # closed, it asks for nothing (a thumbnail of its photo loaded for the grid made it decode its
+        # 64 MB copy again, just let go)
+        if self.isVisible() and self.hit is not None and path == self.hit.path:
             self._render()
 
     def resizeEvent(self, e):
         super().resizeEvent(e)
-        self._render()
+        if self.isVisible():
+            self._render()
 
     def _render(self) -> None:
         hit = self.hit

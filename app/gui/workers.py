@@ -262,6 +262,7 @@ class ImageLoader(QObject):
         self.cache_bytes = cache_bytes
         self._queue: list[tuple] = []
         self._queued: set[tuple] = set()
+        self._forgotten: set[tuple] = set()  # sizes let go (`forget`) and not asked for since
         self._lock = threading.Lock()
         self.pool = QThreadPool(self)
         self.pool.setMaxThreadCount(threads)
@@ -284,6 +285,7 @@ class ImageLoader(QObject):
     def request(self, path: str, size: QSize | None = None) -> None:
         key = self._key(path, size)
         with self._lock:
+            self._forgotten.discard(key[1:])
             if key in self._cache:
                 return
             if key in self._queued:
@@ -302,10 +304,16 @@ class ImageLoader(QObject):
         return self._bytes
 
     def forget(self, size: QSize) -> None:
-        """Drop the images cached at `size` (the viewer's, up to 64 MB each, once it closes)."""
+        """Drop the images at `size` (the viewer's, up to 64 MB each, once it closes): cached,
+        queued, and those being read now, which are not cached when they come (until `size` is
+        asked for again)."""
+        dims = (size.width(), size.height())
         with self._lock:
-            for key in [k for k in self._cache if k[1:] == (size.width(), size.height())]:
+            for key in [k for k in self._cache if k[1:] == dims]:
                 self._bytes -= self._cache.pop(key).sizeInBytes()
+            self._queue = [k for k in self._queue if k[1:] != dims]
+            self._queued = {k for k in self._queued if k[1:] != dims}
+            self._forgotten.add(dims)
 
     def _next(self):
         with self._lock:
@@ -317,6 +325,8 @@ class ImageLoader(QObject):
 
     def _deliver(self, key, img: QImage, err: str) -> None:
         with self._lock:
+            if key[1:] in self._forgotten:  # read for a viewer closed since
+                return
             old = self._cache.pop(key, None)
             if old is not None:
                 self._bytes -= old.sizeInBytes()

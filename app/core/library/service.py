@@ -61,11 +61,11 @@ def return_freed_memory() -> None:
     global _malloc_trim
     if _malloc_trim is None:
         import ctypes
-        import ctypes.util
+        import sys
 
-        try:
-            _malloc_trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-        except (OSError, AttributeError):  # not glibc (macOS, Windows, musl)
+        try:  # glibc's name, opened without a search (find_library runs ldconfig)
+            _malloc_trim = sys.platform.startswith("linux") and ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc (musl)
             _malloc_trim = False
     if _malloc_trim:
         _malloc_trim(0)
