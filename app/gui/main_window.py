@@ -40,18 +40,18 @@ from .workers import Background, CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
 DONE_KEPT_S = 120  # s an "Indexing done" line stays when the checks after it find nothing new
-
-
-def done_words(st: dict, extra: str = "") -> str:
-    """'Indexing done: 308 photos searchable' and ', 2 skipped' when some were (trial 27 read ', 0 skipped')."""
-    skipped = f", {st['failed']} skipped" if st.get("failed") else ""
-    return f"Indexing done: {plural(st['indexed'], 'photo')} searchable{skipped}{extra}"
 ESTIMATED_RATE = 8.0  # photos/s of the default model at 512 px on a 2-core laptop (README "Speed"), until one is measured here
 MODEL_CHECK_MS = 5000  # a missing weights file is looked for again this often (cheap: a file's metadata)
 REFRESH_MS = 3000  # a library another process writes is re-read this often (cheap when unchanged)
 NOTICE_MS = 8000  # a passing message (a copied path) stays this long
 QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at most this large
 MIN_SIZE = QSize(960, 620)
+
+
+def done_words(st: dict, extra: str = "") -> str:
+    """'Indexing done: 308 photos searchable' and ', 2 skipped' when some were (trial 27 read ', 0 skipped')."""
+    skipped = f", {st['failed']} skipped" if st.get("failed") else ""
+    return f"Indexing done: {plural(st['indexed'], 'photo')} searchable{skipped}{extra}"
 
 
 SHORTCUTS = """<table cellspacing=0 cellpadding=4>
