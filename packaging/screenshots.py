@@ -36,7 +36,7 @@ def main():
     if not (home / "catalog.sqlite").exists():
         subprocess.run([sys.executable, "-m", "app", "index", *map(str, photos), "--home", str(home)], check=True,
                        stdout=subprocess.DEVNULL)
-    extra = Path(tempfile.mkdtemp(prefix="hs-shots-more-"))  # a folder the run below stops in
+    extra = Path(tempfile.mkdtemp(prefix="trip-"))  # a folder the run below stops in (a short name, as a person's)
     for p in sorted((SHARED / "distractors").rglob("*.jpg"))[:120]:
         (extra / p.name).symlink_to(p)
 
