@@ -1007,6 +1007,34 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     assert "2 copies are folded into their photo's tile" in window.results.info.toolTip()
 
 
+def test_a_selected_copy_folded_into_its_original_by_a_redone_search_keeps_that_tile_selected(qtbot, window, tmp_path):
+    """Review of trial 27's fix: with One per duplicate, the selected photo (a small copy) became a
+    copy folded into its original's tile once the original was added; the selection went."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for i in range(1, 6):
+        write_photo(a / f"p{i}.png", i, size=(320, 240))
+    write_photo(b / "p0.png", 0, size=(320, 240))
+    os.utime(b / "p0.png", (1.6e9, 1.6e9))  # the original, older than its copy
+    src = Image.open(b / "p0.png").convert("RGB")
+    src.resize((240, 180), Image.LANCZOS).save(a / "p0-small.png")
+    query = tmp_path / "query.jpg"
+    src.save(query, quality=90)
+    index_folder(qtbot, window, a)
+    box = window.results.hide_dups
+    if not box.isChecked():
+        qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
+    search(qtbot, window, query)
+    view = window.results_view
+    row = next(r for r, h in enumerate(window.results_model.hits) if Path(h.path).name == "p0-small.png")
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(row)).center())
+    assert Path(window.preview.hit.path).name == "p0-small.png"
+    with qtbot.waitSignal(window.searchFinished, timeout=30000):  # searched again by the window
+        window.add_folder(str(b))
+    first = window.results_model.hits[0]
+    assert Path(first.path).name == "p0.png" and [Path(p).name for p in first.hidden_copies] == ["p0-small.png"]
+    assert view.currentIndex().row() == 0 and Path(window.preview.hit.path).name == "p0.png"
+
+
 def test_results_shown_while_the_library_changes_are_searched_again_when_indexing_ends(qtbot, window, tmp_path):
     """The trial: a search made during indexing kept its partial list (and scores) until the person
     searched again. When a run that changed the library ends, the shown results are refreshed."""
