@@ -260,7 +260,10 @@ def use_her(sims, query_in_library: bool, min_neighbours: int = HER_MIN_NEIGHBOU
 @dataclass(frozen=True)
 class SearchPlan:
     """How one query is refined. her: True | False | "auto" (decided per query from its
-    neighbourhood: `use_her`); box_mode: map | crop | hybrid (box queries only)."""
+    neighbourhood: `use_her`); box_mode: map | crop | hybrid (box queries only); verified, as
+    applied: None when the first results were not matched with the query part by part (no HeR, a
+    box), else how many of them stood above a step of local-feature matches (0: none;
+    app/core/verification.py)."""
 
     qe: bool
     qe_n: int
@@ -268,6 +271,7 @@ class SearchPlan:
     her: object
     her_k: int
     box_mode: str
+    verified: int | None = None
 
 
 # HeR's shortlist: 200 measured better than the paper's 800 on every Paris column and on UKBench

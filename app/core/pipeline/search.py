@@ -12,13 +12,14 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 from PIL import Image as PILImage
 
-from .. import policy
+from .. import policy, verification
 from ..catalog.records import Filters
 from ..describe import Described, HewParams, describe_features, describe_map, match_share
 from ..duplicates import CopyFilter, keeper
@@ -144,6 +145,7 @@ class Searcher:
         self._result_maps: OrderedDict[tuple, FeatureMap] = OrderedDict()  # match grids' photos
         self._thumbs: OrderedDict[tuple, bytes] = OrderedDict()  # query photo -> its thumbnail (copies first)
         self._digests: OrderedDict[tuple, str | None] = OrderedDict()  # query photo outside the library -> its digest
+        self._local: OrderedDict[tuple, tuple] = OrderedDict()  # photo -> its local features (verification)
         self._lock = threading.Lock()
         self._cache_size = cache_size
         self._enlarged: dict = {}  # One per duplicate: Duplicates' enlargement answers, by the files' identities
@@ -460,6 +462,11 @@ class Searcher:
         w_rel = self._relevance(final.ids[:n], final.vectors[:n] @ q, whole_scores[:n], list(final.vectors[:n]),
                                 scale, sl, same + copies)
         w_rel[np.isin(final.ids[:n], same + copies)] = 1.0
+        t_verify = time.perf_counter()
+        if her and whole_photo:
+            w_rel, above = self._verified(req, final.ids[:n], final.vectors[:n], q, w_rel, same + copies)
+            plan = replace(plan, verified=above)
+        t_verify = time.perf_counter() - t_verify
         order = np.concatenate([np.argsort(-w_rel, kind="stable"), np.arange(n, len(final.ids))])
         final = Shortlist(final.ids[order], final.sims[order], final.vectors[order])
         scores, w_rel = scores[order], w_rel[order[:n]]
@@ -509,8 +516,70 @@ class Searcher:
         hits = [h for h in hits if h.score >= req.min_score][: req.top]
         for i, h in enumerate(hits):
             h.rank = i + 1
-        return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000,
+        return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000, "verify_ms": t_verify * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
+
+    VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's
+    LOCAL_KEPT = 64  # photos whose local features are kept (up to 260 KB each): a search redone reads none again
+
+    def _verified(self, req: SearchRequest, ids: np.ndarray, vectors: np.ndarray, q: np.ndarray, rel: np.ndarray,
+                  own: list[int]) -> tuple[np.ndarray, int | None]:
+        """(the relevance `rel` (n,) float64 of results `ids` (n,) int64 of a whole-photo HeR search,
+        with every result below a step of SIFT inliers (verification.step, among the first VERIFIED
+        in relevance order) and every result after those times verification.BELOW_STEP: the
+        query's object was found in the results above the step, the heat spread over other
+        things of its kind; how many stood above it: 0 when none did, None when the query could
+        not be read). `own` (the query's own file and its copies) and its near-identical shots
+        (`vectors` (n, D) against the query `q` (D,): cosine verification.BURST or more) are left as
+        they are; a result's own near-identical shots count once, with it, and share its fate. A
+        photo that cannot be read counts no inliers, but is not lowered among the first VERIFIED."""
+        try:
+            query = verification.features_of(req.image) if req.image is not None else self._local_features(req.path)
+        except (ImageError, OSError):
+            return rel, None
+        kept = np.isin(ids, own) | (vectors @ q >= verification.BURST)
+        first = [int(j) for j in np.argsort(-rel, kind="stable") if not kept[j]][: self.VERIFIED]
+        # a burst among the results is one photo: its shots would make a step of their own over the
+        # other views of the same object (tests/core/test_policy.py, three near shots of a view)
+        alike = vectors[first] @ vectors[first].T >= verification.BURST  # (m, m)
+        lead = {j: first[int(np.argmax(alike[a]))] for a, j in enumerate(first)}  # the first of its burst
+        rows = self.svc.image_rows([int(ids[j]) for j in set(lead.values())])
+
+        def count(j: int) -> int | None:
+            row = rows.get(int(ids[j]))
+            try:
+                return verification.inliers(query, self._local_features(row["path"])) if row else None
+            except (ImageError, OSError):
+                return None
+
+        leads = sorted(set(lead.values()), key=first.index)
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+            counts = dict(zip(leads, pool.map(count, leads)))
+        cut = verification.step([c for c in counts.values() if c is not None])
+        if cut is None:
+            return rel, 0
+        below = ~kept
+        for j in first:
+            c = counts[lead[j]]
+            below[j] = c is not None and c < cut
+        return (np.where(below, rel * verification.BELOW_STEP, rel),
+                sum(c is not None and c >= cut for j, c in ((j, counts[lead[j]]) for j in first)))
+
+    def _local_features(self, path: str) -> tuple:
+        """verification.read_features of the photo at `path`, kept while the file is unchanged.
+        Raises ImageError or OSError."""
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            if key in self._local:
+                self._local.move_to_end(key)
+                return self._local[key]
+        made = verification.read_features(path)
+        with self._lock:
+            self._local[key] = made
+            while len(self._local) > self.LOCAL_KEPT:
+                self._local.popitem(last=False)
+        return made
 
     RAW_CANDIDATES = 20  # the shortlist's first photos whose raw descriptors `_best_raw` reads
 
