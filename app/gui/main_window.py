@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QDockWidget, QLabel, Q
                                QStackedWidget, QVBoxLayout, QWidget)
 
 from .. import __version__
+from ..core import verification
 from ..core.config import Settings
 from ..core.errors import HeatSearchError
 from ..core.heatmap import normalise
@@ -1020,6 +1021,9 @@ class MainWindow(QMainWindow):
             how.append("the photo was blended with its closest matches (query expansion)")
         if plan is not None and plan.her:
             how.append("the best results were reordered by how they resemble each other (heat re-ranking)")
+        if plan is not None and plan.verified:
+            how.append(f"the first results were compared detail by detail with the photo: {plan.verified} share its"
+                       f" details, the others read {verification.BELOW_STEP:.2f} at most")
         if how:
             self.status_label.setToolTip(self.status_label.text() + "; " + "; ".join(how))
         self.searchFinished.emit(res)
