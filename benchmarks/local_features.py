@@ -1,12 +1,12 @@
-"""Spatial verification with classical local features (measured, not shipped: README "Relevance").
+"""Spatial verification with classical local features (README "Relevance").
 
 Does a photo the library does not hold tell itself apart from one it holds by how many SIFT
 matches one homography explains between the query and its first results? Every shared Paris
 photo is searched (the shipped search, whole photo) in a library built by benchmarks/relevance.py
 (e.g. `--landmarks louvre,defense,eiffel`: the other landmarks' photos are not held, and their
 best matches are look-alikes); for each query, the most inliers over its first 10 results.
+(Measured, not shipped: landmarks are not told apart this way.)
 
-    pip install opencv-python-headless      # not a dependency of the app
     python benchmarks/local_features.py --home DIR [--side 640] [--features 1000] [--ratio 0.85]
 
 Prints, per inlier threshold, the share of searches with a right result among their first 10
@@ -14,15 +14,16 @@ that reach it (kept) and of searches with none that stay below it (flagged), and
 right and wrong result pairs reaching 12 inliers. A right result is a photo of the same
 landmark (the file name's landmark).
 
-    python benchmarks/local_features.py --home DIR --objects [--queries uk:ukbench.txt]
+    python benchmarks/local_features.py --home DIR --objects [--queries FILE]
 
---objects (issue 20's residual: HeR's heat spread over other book covers): every 5th UKBench
-photo and every 2nd Paris photo the library holds are searched (or the photos a --queries file
-lists, one path per line, e.g. held-out views), with each of their first 30 results' inliers,
-relevance and whether HeR ranked. Prints, per set, right and wrong results' inliers and how many
-read 0.5 or more, before and after a rule (measured, not shipped): in a HeR search whose inlier
-counts fall by GAP_RATIO after at least two results of GAP_MIN or more (an object's other views),
-every result below that step reads at most 0.3. A right UKBench result is a view of the same object.
+--objects: the shipped verification (app/core/verification.py: a HeR search's first 30 results
+matched with the query; below a step of inliers after an object's own views, the rest read 0.3
+of their relevance). Every 5th UKBench photo and every 2nd Paris photo the library holds are searched (or
+the photos a --queries file lists, one path per line, e.g. held-out views), each twice: without
+the verification (before) and with it (after). Prints, per set, the HeR searches and those that
+stepped, right and wrong results' inliers (the first 30) and how many of the first 100 read 0.5
+or more before and after, and what the verification cost. A right UKBench result is a view of the
+same object.
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def main() -> None:
     svc.wait_ready()
     searcher = Searcher(svc)
     if a.objects:
-        objects(svc, searcher, inliers, a.queries)
+        objects(svc, searcher, a.queries)
         svc.close()
         return
     held, unheld, right_pairs, wrong_pairs = [], [], [], []
@@ -106,26 +107,15 @@ def main() -> None:
         print(f"{name} results: {len(x)}, median {np.median(x):.0f} inliers, 12 or more: {(x >= 12).mean():.3f}")
 
 
-GAP_MIN, GAP_RATIO, CAPPED = 25, 2.5, 0.3
-
-
 def subject(path: str) -> str:
     """A UKBench photo's object (4 views each), else the Paris landmark or the file itself."""
     name = Path(path).name
     return f"ukbench{int(name[7:12]) // 4}" if name.startswith("ukbench") else landmark(path)
 
 
-def step(counts: np.ndarray) -> float | None:
-    """The inlier count that stands GAP_RATIO above the next one, with at least two results at or
-    above it and GAP_MIN or more; None when the counts fall evenly."""
-    s = np.sort(counts)[::-1]
-    for i in range(1, len(s) - 1):
-        if s[i] >= GAP_MIN and s[i] >= GAP_RATIO * max(int(s[i + 1]), 1):
-            return float(s[i])
-    return None
-
-
-def objects(svc, searcher, inliers, queries_file) -> None:
+def objects(svc, searcher, queries_file) -> None:
+    """The shipped verification (app/core/verification.py) on the search's own first results."""
+    from app.core import verification
     from app.core.pipeline.search import SearchRequest
 
     cat = svc.catalog
@@ -135,32 +125,40 @@ def objects(svc, searcher, inliers, queries_file) -> None:
     else:
         queries = [p for p in held if Path(p).name.startswith("ukbench")][::5] + \
                   [p for p in held if Path(p).name.startswith("paris_")][::2]
-    rows = []  # (set, right, relevance, inliers, capped relevance)
-    her_searches, stepped = {}, {}
+    rows = []  # (set, right, relevance before, after, inliers: -1 past the first 30)
+    her_searches, stepped, ms = {}, {}, []
     for q in queries:
         kind = "UKBench" if Path(q).name.startswith("ukbench") else "Paris" if Path(q).name.startswith("paris_") else "other"
-        res = searcher.search(SearchRequest(path=q, top=30))
-        hits = [h for h in res.hits if not (h.duplicate or h.copy) and Path(h.path).resolve() != Path(q).resolve()][:30]
-        counts = np.array([inliers(q, h.path) for h in hits])
+        searcher.VERIFIED = 0  # before: nothing matched part by part
+        before = {h.path: h.score for h in searcher.search(SearchRequest(path=q, top=100)).hits}
+        del searcher.VERIFIED
+        res = searcher.search(SearchRequest(path=q, top=100))
+        hits = [h for h in res.hits if not (h.duplicate or h.copy) and Path(h.path).resolve() != Path(q).resolve()]
+        query = verification.read_features(q)
+        counts = [verification.inliers(query, verification.read_features(h.path)) if i < 30 else -1 for i, h in enumerate(hits)]
         her = bool(res.plan and res.plan.her)
-        cut = step(counts) if her and len(counts) else None
         her_searches[kind] = her_searches.get(kind, 0) + her
-        stepped[kind] = stepped.get(kind, 0) + (cut is not None)
-        for h, c in zip(hits, counts):
-            rows.append((kind, subject(h.path) == subject(q), h.score, int(c),
-                         min(h.score, CAPPED) if cut is not None and c < cut else h.score))
-    print(f"{len(queries)} searches, first 30 results each; the rule: a step of x{GAP_RATIO} after two or more "
-          f"results of {GAP_MIN}+ inliers, in a HeR search, caps the results below it at {CAPPED}")
+        stepped[kind] = stepped.get(kind, 0) + bool(res.plan and res.plan.verified)
+        if her:
+            ms.append(res.timings["verify_ms"])
+        rows += [(kind, subject(h.path) == subject(q), before.get(h.path, 0.0), h.score, c) for h, c in zip(hits, counts)]
+    print(f"{len(queries)} searches, first 100 results each (inliers: the first 30); verification: {verification.SIDE} px, "
+          f"{verification.FEATURES} features; a step of x{verification.STEP_RATIO} after {verification.STEP_ABOVE} "
+          f"or more results of {verification.STEP_MIN}+ inliers, at most {verification.STEP_EXCEPTIONS} of "
+          f"{verification.CHANCE}+ below it, lowers the rest to {verification.BELOW_STEP} of their relevance")
     print("| set | HeR searches / stepped | right: median inliers, 10th pct | wrong: median, 90th pct | "
           "right at 0.5+ before -> after | wrong at 0.5+ before -> after |\n|---|---|---|---|---|---|")
     for kind in sorted({r[0] for r in rows}):
         right = [r for r in rows if r[0] == kind and r[1]]
         wrong = [r for r in rows if r[0] == kind and not r[1]]
-        ri, wi = np.array([r[3] for r in right] or [0]), np.array([r[3] for r in wrong] or [0])
+        ri = np.array([r[4] for r in right if r[4] >= 0] or [0])
+        wi = np.array([r[4] for r in wrong if r[4] >= 0] or [0])
         print(f"| {kind} | {her_searches[kind]} / {stepped[kind]} | {np.median(ri):.0f}, {np.percentile(ri, 10):.0f} | "
               f"{np.median(wi):.0f}, {np.percentile(wi, 90):.0f} | "
-              f"{sum(r[2] >= .5 for r in right)} -> {sum(r[4] >= .5 for r in right)} | "
-              f"{sum(r[2] >= .5 for r in wrong)} -> {sum(r[4] >= .5 for r in wrong)} |")
+              f"{sum(r[2] >= .5 for r in right)} -> {sum(r[3] >= .5 for r in right)} | "
+              f"{sum(r[2] >= .5 for r in wrong)} -> {sum(r[3] >= .5 for r in wrong)} |")
+    if ms:
+        print(f"verification per HeR search: median {np.median(ms):.0f} ms, 90th percentile {np.percentile(ms, 90):.0f} ms")
 
 
 if __name__ == "__main__":
