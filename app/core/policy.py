@@ -262,8 +262,8 @@ class SearchPlan:
     """How one query is refined. her: True | False | "auto" (decided per query from its
     neighbourhood: `use_her`); box_mode: map | crop | hybrid (box queries only); verified, as
     applied: None when the first results were not matched with the query part by part (no HeR, a
-    box), else how many of them stood above a step of local-feature matches (0: none;
-    app/core/verification.py)."""
+    box, or the query could not be read for it), else how many of them stood above a step of
+    local-feature matches (0: none; app/core/verification.py)."""
 
     qe: bool
     qe_n: int

@@ -19,6 +19,7 @@ import numpy as np
 
 from .imageio import decode
 
+MAX_PIXELS = 50_000_000  # photos of other formats above this are not read (`readable`)
 SIDE = 320  # px, the longer side the features are read at (640: 79 ms per photo, as separating)
 FEATURES = 500  # the strongest keypoints kept per photo
 RATIO = 0.85  # Lowe's ratio test on RootSIFT
@@ -53,6 +54,12 @@ def features_of(image) -> Features:
         return Features((np.zeros((0, 2), np.float32), np.zeros((0, 128), np.float32)))
     d = np.sqrt(d / (d.sum(axis=1, keepdims=True) + 1e-7))  # RootSIFT: Hellinger on the histograms
     return Features((np.float32([k.pt for k in kp]).reshape(-1, 2), d.astype(np.float32)))
+
+
+def readable(path: str, width: int | None, height: int | None) -> bool:
+    """Whether a photo is read for its features: a JPEG is decoded at a reduced scale, other
+    formats whole, so those over MAX_PIXELS are not (a 200 MP TIFF: 600 MB for a moment)."""
+    return path.lower().endswith((".jpg", ".jpeg")) or (width or 0) * (height or 0) <= MAX_PIXELS
 
 
 def read_features(path: str) -> Features:

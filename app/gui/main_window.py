@@ -26,7 +26,7 @@ from ..core.imageio import EXTENSIONS, image_size, is_photo_path
 from ..core.library.paths import display, is_within
 from ..core.library.writer import resolve_space
 from ..core.library.service import LibraryService
-from ..core.pipeline.search import SearchRequest, SearchResult, request_from_settings
+from ..core.pipeline.search import Searcher, SearchRequest, SearchResult, request_from_settings
 from .library_pane import LibraryPane, folder_total, plural
 from .opener import MODEL_WAITS
 from .preview import PreviewPane
@@ -1022,8 +1022,9 @@ class MainWindow(QMainWindow):
         if plan is not None and plan.her:
             how.append("the best results were reordered by how they resemble each other (heat re-ranking)")
         if plan is not None and plan.verified:
-            how.append(f"the first results were compared detail by detail with the photo: {plan.verified} share its"
-                       f" details, the others read {verification.BELOW_STEP:.2f} at most")
+            how.append(f"the first results were compared detail by detail with the photo: {plan.verified} share many"
+                       f" of its details, those sharing few read {verification.BELOW_STEP:.2f} at most, as do the"
+                       f" results after the first {Searcher.VERIFIED}")
         if how:
             self.status_label.setToolTip(self.status_label.text() + "; " + "; ".join(how))
         self.searchFinished.emit(res)

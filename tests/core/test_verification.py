@@ -35,3 +35,10 @@ def test_a_photo_without_texture_has_no_features_and_matches_nothing(tmp_path):
     assert flat[0].shape == (0, 2) and flat[1].shape == (0, 128)
     view = verification.read_features(str(shared_photos("ukbench", 1)[0]))
     assert verification.inliers(flat, view) == 0 and verification.inliers(view, flat) == 0
+
+
+def test_huge_photos_of_formats_decoded_whole_are_not_read():
+    # a JPEG is decoded at 1/2 to 1/8 scale; a 200 MP TIFF or PNG would be decoded whole
+    assert verification.readable("/p/a.JPG", 20000, 10000)
+    assert not verification.readable("/p/a.tif", 20000, 10000)
+    assert verification.readable("/p/a.png", 4000, 3000) and verification.readable("/p/a.heic", None, None)

@@ -533,9 +533,9 @@ class Searcher:
         (`vectors` (n, D) against the query `q` (D,): cosine verification.BURST or more) are left as
         they are; a result's own near-identical shots count once, with it, and share its fate. A
         photo that cannot be read counts no inliers, but is not lowered among the first VERIFIED."""
-        try:
-            query = verification.features_of(req.image) if req.image is not None else self._local_features(req.path)
-        except (ImageError, OSError):
+        try:  # the verification only ever lowers numbers: whatever fails, the search keeps its own
+            query = self._local_features(req.path) if req.path is not None else verification.features_of(req.image)
+        except Exception:
             return rel, None
         kept = np.isin(ids, own) | (vectors @ q >= verification.BURST)
         first = [int(j) for j in np.argsort(-rel, kind="stable") if not kept[j]][: self.VERIFIED]
@@ -547,9 +547,11 @@ class Searcher:
 
         def count(j: int) -> int | None:
             row = rows.get(int(ids[j]))
+            if row is None or not verification.readable(row["path"], row["width"], row["height"]):
+                return None
             try:
-                return verification.inliers(query, self._local_features(row["path"])) if row else None
-            except (ImageError, OSError):
+                return verification.inliers(query, self._local_features(row["path"]))
+            except Exception:  # unreadable, gone, or OpenCV's own error: not counted, not lowered
                 return None
 
         leads = sorted(set(lead.values()), key=first.index)
