@@ -919,7 +919,8 @@ def test_other_objects_of_its_kind_read_low_once_matched_part_by_part(qtbot, tmp
         shown = [Path(h.path).name for row, h in enumerate(hits) if not window.results_view.isRowHidden(row)]
         # before: the three views, then 22 other covers and photos at 0.5 or more
         assert sorted(shown) == sorted(p.name for p in views), (shown, [round(h.score, 2) for h in hits[:30]])
-        assert "the others read 0.30 at most" in window.status_label.toolTip(), window.status_label.toolTip()
+        assert "3 share many of its details, those sharing few read 0.30 at most" in window.status_label.toolTip(), \
+            window.status_label.toolTip()
     finally:
         window.shutdown()
 
