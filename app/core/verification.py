@@ -25,8 +25,8 @@ FEATURES = 500  # the strongest keypoints kept per photo
 RATIO = 0.85  # Lowe's ratio test on RootSIFT
 REPROJECTION = 8.0  # px at SIDE: a match the homography places further off is an outlier
 # The step (measured on the shared libraries and trial 24's, benchmarks/local_features.py --objects):
-# the other views of an object have a median of 64 inliers at 320 px (10th percentile 16), other
-# photos 5 (90th percentile 9). Below the step nothing else may share the query's geometry: at
+# the other views of an object have a median of 30-64 inliers at 320 px (10th percentile 6-16),
+# other photos 5 (90th percentile 8-9). Below the step nothing else may share the query's geometry: at
 # most STEP_EXCEPTIONS results of CHANCE inliers or more (a landmark's near-identical shots make a
 # step too, and its other photos below it still reach 15-35).
 STEP_MIN, STEP_RATIO, STEP_ABOVE = 25, 2.5, 2

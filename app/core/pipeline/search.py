@@ -564,8 +564,8 @@ class Searcher:
         for j in first:
             c = counts[lead[j]]
             below[j] = c is not None and c < cut
-        return (np.where(below, rel * verification.BELOW_STEP, rel),
-                sum(c is not None and c >= cut for j, c in ((j, counts[lead[j]]) for j in first)))
+        above = [counts[lead[j]] for j in first if counts[lead[j]] is not None and counts[lead[j]] >= cut]
+        return np.where(below, rel * verification.BELOW_STEP, rel), len(above)
 
     def _local_features(self, path: str) -> tuple:
         """verification.read_features of the photo at `path`, kept while the file is unchanged.
