@@ -519,7 +519,7 @@ class Searcher:
         return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000, "verify_ms": t_verify * 1000,
                              "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
 
-    VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's
+    VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's (0: none)
     LOCAL_KEPT = 64  # photos whose local features are kept (up to 260 KB each): a search redone reads none again
 
     def _verified(self, req: SearchRequest, ids: np.ndarray, vectors: np.ndarray, q: np.ndarray, rel: np.ndarray,
@@ -533,6 +533,8 @@ class Searcher:
         (`vectors` (n, D) against the query `q` (D,): cosine verification.BURST or more) are left as
         they are; a result's own near-identical shots count once, with it, and share its fate. A
         photo that cannot be read counts no inliers, but is not lowered among the first VERIFIED."""
+        if not self.VERIFIED:
+            return rel, None
         try:  # the verification only ever lowers numbers: whatever fails, the search keeps its own
             query = self._local_features(req.path) if req.path is not None else verification.features_of(req.image)
         except Exception:
