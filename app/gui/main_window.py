@@ -851,6 +851,7 @@ class MainWindow(QMainWindow):
         self.preview.clear()
         self.results_view.set_empty_note("")
         self.results.info.setText(message)
+        self._refresh_viewer(search_follows=False)  # its photo is no longer shown (trial 28: "#1 of 48" stayed)
 
     def set_query_path(self, path: str, centred_box: bool = False):
         """Search with the photo at `path` (centred_box: with a box over the middle quarter)."""
@@ -1059,7 +1060,9 @@ class MainWindow(QMainWindow):
         holding = [len(h.hidden_copies) for h in hits if h.hidden_copies and shown_score(h.score) >= cut]
         folded = sum(holding)
         more = f" (+{copies_words(folded)} in {'a tile' if len(holding) == 1 else f'{len(holding)} tiles'})" if folded else ""
-        if not hits:
+        if not hits and self.last_result is None:
+            msg = ""  # no search has answered yet (trial 28: "No results" at start, and for 16 s of a first search)
+        elif not hits:
             msg = "No results" + (" (the filters leave no photo)" if self.last_request and self.last_request.filters.active else "")
         elif hidden:
             msg = f"{shown} shown of {len(hits)}{more}; the cut-off hides {hidden}"
@@ -1109,7 +1112,9 @@ class MainWindow(QMainWindow):
 
     def open_viewer(self, index):
         hit = index.data(HitRole) if index.isValid() else None
-        if hit is None:
+        shown = self._shown_hits()
+        row = next((i for i, h in enumerate(shown) if h is hit), None)
+        if row is None:  # none, or a result the cut-off hides (the viewer pages through the shown ones)
             return
         viewer = getattr(self, "_viewer", None)
         if viewer is None:
@@ -1119,7 +1124,7 @@ class MainWindow(QMainWindow):
             viewer.drawBoxOn.connect(self._draw_box_on)
             viewer.heatToggled.connect(self.heat_action.setChecked)
             viewer.currentChanged.connect(lambda row: self.results_view.setCurrentIndex(self.results_model.index(row)))
-        viewer.show_results(self._shown_hits(), index.row(), self.heat_action.isChecked(), fitted=not viewer.isVisible())
+        viewer.show_results(shown, row, self.heat_action.isChecked(), fitted=not viewer.isVisible())
         viewer.show()
         viewer.raise_()
 

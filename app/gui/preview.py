@@ -13,6 +13,7 @@ from ..core.library.paths import display
 from ..core.pipeline.search import Hit
 from .query_view import rgba_qimage
 from .results import shown_score
+from .widgets import ElidedLabel
 
 PREVIEW_LOAD = QSize(1024, 1024)
 
@@ -31,9 +32,8 @@ class PreviewPane(QWidget):
         self.picture.setWordWrap(True)
         self.picture.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
         self.picture.setMinimumSize(120, 90)
-        self.caption = QLabel()
-        self.caption.setWordWrap(True)
-        self.caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # each line cut in its middle to the pane's width (trial 28: a long name ran off its edge)
+        self.caption = ElidedLabel(mode=Qt.ElideMiddle)
         v.addWidget(self.picture, 1)
         v.addWidget(self.caption)
         self.setMinimumWidth(150)
@@ -54,7 +54,6 @@ class PreviewPane(QWidget):
         # the name on a line of its own: a long path has no space to wrap at, and was cut mid-name
         folder, name = os.path.split(display(hit.path))
         self.caption.setText(f"#{hit.rank} · relevance {shown_score(hit.score):.2f}\n{name}\n{folder}")
-        self.caption.setToolTip(display(hit.path))
         self._render()
 
     def set_heat(self, on: bool) -> None:

@@ -247,6 +247,17 @@ class ResultsView(QListView):
             p.drawText(self.viewport().rect().adjusted(24, 24, -24, -24), Qt.AlignCenter | Qt.TextWordWrap, self.empty_note)
             p.end()
 
+    def moveCursor(self, action, modifiers):
+        """Qt's icon mode moves onto rows the cut-off hides (End, Page Down; trial 28: End went to
+        #100 of "3 shown", and Return opened it): the nearest shown row instead, or stay."""
+        index = super().moveCursor(action, modifiers)
+        if not index.isValid() or not self.isRowHidden(index.row()):
+            return index
+        shown = [r for r in range(self.model().rowCount()) if not self.isRowHidden(r)]
+        if not shown:
+            return self.currentIndex()
+        return self.model().index(min(shown, key=lambda r: abs(r - index.row())), 0)
+
     def usable_width(self) -> int:
         """The width cells may use, leaving room for the vertical scroll bar even before it shows
         (otherwise its arrival would push the last column out)."""

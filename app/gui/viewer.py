@@ -17,6 +17,7 @@ from ..core.library.paths import display
 from ..core.library.service import return_freed_memory
 from .query_view import rgba_qimage
 from .results import copies_words, shown_score
+from .widgets import ElidedLabel
 
 VIEWER_LOAD = QSize(4096, 4096)  # 1:1 up to 16 MP; larger photos are shown at 4096 px (memory)
 
@@ -58,8 +59,9 @@ class ViewerDialog(QDialog):
         self.scroll.setWidget(self.picture)
         self.scroll.setWidgetResizable(True)
         v.addWidget(self.scroll, 1)
-        self.caption = QLabel()
-        self.caption.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # cut in its middle, not widening the window (trial 28: a 217-character name made it 1,869 px
+        # wide on a 1,366 px screen, its buttons off the edge)
+        self.caption = ElidedLabel(mode=Qt.ElideMiddle)
         v.addWidget(self.caption)
         row = QHBoxLayout()
         self.prev_btn = QPushButton("◀ Previous")

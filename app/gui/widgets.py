@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from datetime import date, datetime
 
-from PySide6.QtCore import QDate, QSize, Qt, Signal
+from PySide6.QtCore import QDate, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import (QCalendarWidget, QDialog, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
                                QSizePolicy, QToolButton, QTreeView, QWidget, QWidgetAction)
@@ -54,15 +54,17 @@ def choose_path(parent: QWidget, title: str, start: str, filters: str = "", mode
 
 
 class ElidedLabel(QLabel):
-    """One line of text that never wraps or pushes its neighbours: shortened with "…" to the room it
-    has, the whole text in its tooltip. hide_empty: hidden while it has no text, so that its
-    neighbours take its room."""
+    """Lines of text that never wrap or push their neighbours: each shortened with "…" to the room
+    it has (at its end, or in its middle with `mode` Qt.ElideMiddle: a long file name keeps its
+    start and its end), the whole text in its tooltip. hide_empty: hidden while it has no text,
+    so that its neighbours take its room."""
 
-    def __init__(self, text: str = "", parent=None, hide_empty: bool = False):
+    def __init__(self, text: str = "", parent=None, hide_empty: bool = False, mode=Qt.ElideRight):
         super().__init__(text, parent)
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
         self.setMinimumWidth(40)
         self.hide_empty = hide_empty
+        self.mode = mode
         if hide_empty and not text:
             self.setVisible(False)
 
@@ -71,24 +73,33 @@ class ElidedLabel(QLabel):
         self.setToolTip(text)
         if self.hide_empty:
             self.setVisible(bool(text))
+        self.updateGeometry()  # its number of lines sets its height
         self.update()
+
+    def _lines(self) -> list[str]:
+        return self.text().split("\n")
 
     def sizeHint(self) -> QSize:  # noqa: N802
         fm = self.fontMetrics()
-        return QSize(min(fm.horizontalAdvance(self.text()), 400), fm.height() + 4)
+        wide = max(fm.horizontalAdvance(line) for line in self._lines())
+        return QSize(min(wide, 400), fm.height() * len(self._lines()) + 4)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
-        return QSize(40, self.fontMetrics().height() + 4)
+        return QSize(40, self.fontMetrics().height() * len(self._lines()) + 4)
 
     def paintEvent(self, _e) -> None:  # noqa: N802
         p = QPainter(self)
         p.setPen(self.palette().windowText().color())
-        rect = self.contentsRect()
-        p.drawText(rect, Qt.AlignLeft | Qt.AlignVCenter, self.fontMetrics().elidedText(self.text(), Qt.ElideRight, rect.width()))
+        rect, h = self.contentsRect(), self.fontMetrics().height()
+        lines = self.shown_text().split("\n")
+        top = rect.top() + (rect.height() - h * len(lines)) // 2
+        for i, line in enumerate(lines):
+            p.drawText(QRect(rect.left(), top + i * h, rect.width(), h), Qt.AlignLeft | Qt.AlignVCenter, line)
 
     def shown_text(self) -> str:
         """The text as painted (what a person sees)."""
-        return self.fontMetrics().elidedText(self.text(), Qt.ElideRight, self.contentsRect().width())
+        width = self.contentsRect().width()
+        return "\n".join(self.fontMetrics().elidedText(line, self.mode, width) for line in self._lines())
 
 
 class DateField(QWidget):

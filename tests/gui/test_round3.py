@@ -340,6 +340,80 @@ def test_the_viewer_pages_through_what_the_cutoff_shows(qtbot, window, photo_dir
     assert not viewer.next_btn.isEnabled() and viewer.focusWidget() is viewer.prev_btn, viewer.focusWidget()
 
 
+def test_the_grid_keys_stay_on_what_the_cutoff_shows(qtbot, window, photo_dir):
+    """Trial 28: with "3 shown of 100", End in the grid went to #100 (hidden: the preview showed it
+    at 0.00) and Return then opened a viewer that said "Loading…" for ever, its arrows dead."""
+    index_folder(qtbot, window, photo_dir)
+    res = search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    scores = [h.score for h in res.hits]
+    window.results.cutoff.setValue(int(scores[len(scores) // 2] * 100 + 1))
+    view = window.results_view
+    shown = sum(not view.isRowHidden(r) for r in range(len(scores)))
+    assert 0 < shown < len(scores)
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(0)).center())
+    for key in (Qt.Key_End, Qt.Key_PageDown, Qt.Key_Down, Qt.Key_Right):
+        qtbot.keyClick(view, key)
+        assert view.currentIndex().row() == shown - 1, (key, view.currentIndex().row(), shown)
+    assert f"#{shown} " in window.preview.caption.text()
+    qtbot.keyClick(view, Qt.Key_Return)
+    qtbot.waitUntil(lambda: getattr(window, "_viewer", None) is not None and window._viewer.isVisible(), timeout=5000)
+    viewer = window._viewer
+    assert f"#{shown} of {shown}" in viewer.caption.text()
+    qtbot.keyClick(viewer.scroll, Qt.Key_Left)
+    assert f"#{shown - 1} of {shown}" in viewer.caption.text()
+
+
+def test_the_viewer_closes_when_the_query_is_deleted_and_its_results_go(qtbot, window, tmp_path):
+    """Trial 28: the query photo deleted from a watched folder emptied the results ("no such
+    photo"), and the open viewer stayed on "#1 of 48", a result no longer there."""
+    root = tmp_path / "lib"
+    for i in range(8):
+        write_photo(root / f"k{i}.png", i, size=(120, 90))
+    index_folder(qtbot, window, root)
+    search(qtbot, window, root / "k1.png")
+    viewer = open_viewer(qtbot, window, row=1)
+    assert "#2 of" in viewer.caption.text()
+    (root / "k1.png").unlink()
+    window.activateWindow()
+    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "no such photo" in window.status_label.text(), timeout=30000)
+    assert not window.results_model.hits
+    qtbot.waitUntil(lambda: not viewer.isVisible(), timeout=2000)
+    assert "the viewer closed" in window.status_label.text()
+
+
+def test_a_long_name_is_cut_in_its_middle_not_off_the_screen(qtbot, window, tmp_path):
+    """Trial 28: a 217-character file name made the viewer 1,869 px wide on a 1,366 px screen (its
+    last buttons off the edge) and ran off the preview pane's edge with no "…"."""
+    root = tmp_path / "lib"
+    long = "a_really_long_file_name_" + "from_my_camera_" * 12 + "edit_v2.png"
+    for i in range(4):
+        write_photo(root / f"k{i}.png", i, size=(120, 90))
+    write_photo(root / long, 1, size=(120, 90))
+    index_folder(qtbot, window, root)
+    search(qtbot, window, root / long)
+    viewer = open_viewer(qtbot, window, row=0)
+    assert long in viewer.caption.text()
+    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=5000)
+    assert viewer.width() <= 1000, viewer.width()
+    seen = viewer.caption.shown_text()
+    assert "…" in seen and seen.startswith("#1 of") and seen.endswith("edit_v2.png"), seen
+    qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
+    name_line = window.preview.caption.shown_text().split("\n")[1]
+    assert "…" in name_line and name_line.endswith("edit_v2.png"), name_line
+    assert window.preview.caption.fontMetrics().horizontalAdvance(name_line) <= window.preview.caption.width()
+
+
+def test_no_results_is_said_only_once_a_search_answered(qtbot, window, photo_dir):
+    """Trial 28: "No results" at start, before any search, and through a first search of 16 s."""
+    index_folder(qtbot, window, photo_dir)
+    window.results.cutoff.setFocus()
+    qtbot.keyClick(window.results.cutoff, Qt.Key_Right)  # the cut-off moved before any search
+    assert window.results.info.text() == ""
+    search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
+    assert window.results.info.text().endswith("results") or "shown of" in window.results.info.text()
+
+
 def test_9_a_stopped_run_says_what_is_left_and_resume_finishes_it(qtbot, window, tmp_path, monkeypatch):
     """(9) Stopped with photos left: the pane says "<folder> · stopped / N of M indexed" and offers Resume
     (k left), which indexes the rest; counts read "1 photo", not "1 photos"."""
