@@ -76,6 +76,8 @@ SHORTCUTS = """<table cellspacing=0 cellpadding=4>
 <tr><td colspan=2><b>The app</b></td></tr>
 <tr><td>Alt+F, Alt+V, Alt+H</td><td>The menus (each item with its letter)</td></tr>
 <tr><td>Alt+F, then U / T / R</td><td>Pause or resume indexing / stop it / rescan the folders</td></tr>
+<tr><td>Alt+V, then D</td><td>Duplicates</td></tr>
+<tr><td>Tab, then Space</td><td>Any button: Filter…, the cut-off (arrows), the Library pane's Add, Remove, Rescan</td></tr>
 <tr><td>Ctrl+,</td><td>Settings</td></tr>
 <tr><td>F1</td><td>This list</td></tr>
 <tr><td>Ctrl+Q</td><td>Quit</td></tr>
