@@ -2159,9 +2159,10 @@ def test_a_switch_stopped_counts_what_searches_use_as_the_pane_does(qtbot, windo
         qtbot.mouseClick(window.cancel_btn, Qt.LeftButton)
     st = window.svc.stats()
     assert st["serving_space"] and st["indexed"] < 40 == st["searchable"], st  # stopped within the switch
-    said = window.index_label.text()
-    assert said.startswith("Stopped: 40 photos searchable (the previous settings), "
-                           f"{40 - st['indexed']} to go"), said
+    # (a name of its own: `said` is still appended to by the event handler above)
+    line = window.index_label.text()
+    assert line.startswith("Stopped: 40 photos searchable (the previous settings), "
+                           f"{40 - st['indexed']} to go"), line
     # stopped, the pane does not say it is describing them (trial 24), and the skipped file stays beside the
     # name: "(stopped)" wraps no more than the running count (trial 24: "· 2 skipped" on a line of its own)
     summary = window.library.summary.text()
