@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 from PIL import Image as PILImage
 from PySide6.QtCore import QEvent, QModelIndex, QSettings, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QImage, QKeySequence
@@ -83,6 +84,13 @@ SHORTCUTS = """<table cellspacing=0 cellpadding=4>
 <tr><td>Ctrl+Q</td><td>Quit</td></tr>
 </table>"""
 
+def pil_image(img: QImage) -> PILImage.Image:
+    """An RGB copy of `img` (h, w, 3) uint8 as a PIL image."""
+    img = img.convertToFormat(QImage.Format_RGB888)
+    arr = np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3]
+    return PILImage.fromarray(arr.reshape(img.height(), img.width(), 3).copy())
+
+
 class MainWindow(QMainWindow):
     searchFinished = Signal(object)  # SearchResult shown, or None when the search failed
     indexingFinished = Signal(object)  # last Progress (None when it failed)
@@ -113,7 +121,7 @@ class MainWindow(QMainWindow):
         self._shown_request = None  # the request whose answer the grid shows
         self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
-        self._viewer_note = ""  # "; the viewer closed: …", for the next search's status words
+        self._next_note = ""  # "; the viewer closed: …", for the next search's status words
         self._reindex_again = False
         self._changed_dirs: set[str] | None = set()  # folders a watcher saw change meanwhile (None: all)
         self._left: dict[str, int] = {}  # library folder -> photos a cancelled run left to index
@@ -906,17 +914,24 @@ class MainWindow(QMainWindow):
         self._scroll_top = True
 
     def set_query_image(self, img: QImage):
-        img = img.convertToFormat(QImage.Format_RGB888)
-        ptr = img.constBits()
-        import numpy as np
-
-        arr = np.frombuffer(ptr, np.uint8).reshape(img.height(), img.bytesPerLine())[:, : img.width() * 3]
-        self.query_pixels = PILImage.fromarray(arr.reshape(img.height(), img.width(), 3).copy())
+        self.query_pixels = pil_image(img)
         self.query_path = None
         self._new_query()
         self.query_view.set_image(img)
         self.stack.setCurrentIndex(1)
         self.run_search()
+
+    def _query_from_screen(self) -> None:
+        """The query photo is no longer on disk (deleted, its drive gone): searched from here on with
+        the photo as the query pane shows it, its box kept (trial 29: a search again after it was
+        deleted emptied its results: "no such photo")."""
+        img, gone, box = self.query_view.image, self.query_path, self.query_view.box
+        scale = img.width() / max(1, self.query_view.orig_size[0])  # the box: original pixels -> shown ones
+        self.query_pixels, self.query_path = pil_image(img), None
+        self.query_view.set_image(img)
+        if box is not None:
+            self.query_view.set_box(tuple(v * scale for v in box))
+        self._next_note = f"; {os.path.basename(display(gone))} was deleted: searched as shown"
 
     def open_query_dialog(self):
         pattern = " ".join(f"*{e}" for e in sorted(EXTENSIONS))
@@ -969,6 +984,8 @@ class MainWindow(QMainWindow):
                                      hide_duplicates=self.results.hide_dups.isChecked(), **extra)
 
     def run_search(self):
+        if self.query_path is not None and self.query_view.image is not None and not os.path.exists(self.query_path):
+            self._query_from_screen()
         if self.query_path is None and self.query_pixels is None:
             return
         req = self.current_request()
@@ -1017,8 +1034,8 @@ class MainWindow(QMainWindow):
                  if again is req and same_query and before is not None and before.space_id not in (0, res.space_id)
                  and space is not None and space.id == res.space_id else "")
         self.status_label.setText(f"Search took {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"
-                                  f"{' (box)' if res.box else ''}{moved}{self._viewer_note}")
-        self._viewer_note = ""
+                                  f"{' (box)' if res.box else ''}{moved}{self._next_note}")
+        self._next_note = ""
         how = []
         if plan is not None and plan.qe:
             how.append("the photo was blended with its closest matches (query expansion)")
@@ -1144,7 +1161,7 @@ class MainWindow(QMainWindow):
             viewer.close()
             if here is not None:  # said after the search's own words, which follow at once (trial 8 missed it)
                 note = f"; the viewer closed: {os.path.basename(display(here))} is no longer among the results"
-                self._viewer_note = note if search_follows else ""
+                self._next_note = self._next_note + note if search_follows else ""
                 self.status_label.setText(self.status_label.text() + note)
             return
         viewer.show_results(hits, row, self.heat_action.isChecked())

@@ -363,23 +363,31 @@ def test_the_grid_keys_stay_on_what_the_cutoff_shows(qtbot, window, photo_dir):
     assert f"#{shown - 1} of {shown}" in viewer.caption.text()
 
 
-def test_the_viewer_closes_when_the_query_is_deleted_and_its_results_go(qtbot, window, tmp_path):
+def test_a_query_deleted_from_disk_keeps_its_results_and_serves_none_deleted(qtbot, window, tmp_path):
     """Trial 28: the query photo deleted from a watched folder emptied the results ("no such
-    photo"), and the open viewer stayed on "#1 of 48", a result no longer there."""
+    photo") and the open viewer stayed on "#1 of 48", a result no longer there; trial 29: the
+    other results were lost. The photo as the query pane shows it is searched from then on: the
+    deleted file is no longer a result, the others stay, the viewer on it closes and says so."""
     root = tmp_path / "lib"
     for i in range(8):
         write_photo(root / f"k{i}.png", i, size=(120, 90))
     index_folder(qtbot, window, root)
     search(qtbot, window, root / "k1.png")
-    viewer = open_viewer(qtbot, window, row=1)
-    assert "#2 of" in viewer.caption.text()
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    before = [os.path.basename(h.path) for h in window.results_model.hits]
+    assert before[0] == "k1.png" and len(before) == 8, before
+    viewer = open_viewer(qtbot, window, row=0)
+    assert "#1 of" in viewer.caption.text()
     (root / "k1.png").unlink()
     window.activateWindow()
     qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
-    qtbot.waitUntil(lambda: "no such photo" in window.status_label.text(), timeout=30000)
-    assert not window.results_model.hits
-    qtbot.waitUntil(lambda: not viewer.isVisible(), timeout=2000)
-    assert "the viewer closed" in window.status_label.text()
+    qtbot.waitUntil(lambda: window.last_result is not None and window.svc.snapshot().generation == window.last_result.generation
+                    and "was deleted" in window.status_label.text(), timeout=30000)
+    after = [os.path.basename(h.path) for h in window.results_model.hits]
+    assert "no such photo" not in window.status_label.text()
+    assert sorted(after) == sorted(before[1:]), after
+    assert not viewer.isVisible() and "the viewer closed: k1.png" in window.status_label.text()
+    assert window.query_view.image is not None and window.query_path is None
 
 
 def test_a_long_name_is_cut_in_its_middle_not_off_the_screen(qtbot, window, tmp_path):
