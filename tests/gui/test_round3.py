@@ -63,6 +63,17 @@ def remove_folder(qtbot, window, name: str, key="Alt+R") -> str:
     return asked[0]
 
 
+def searched_library(qtbot, window, root, n: int):
+    """`root` filled with n small photos k00.png..., indexed, and searched with k01.png (its
+    photo shown in the query pane); returns root."""
+    for i in range(n):
+        write_photo(root / f"k{i:02d}.png", i, size=(120, 90))
+    index_folder(qtbot, window, root)
+    search(qtbot, window, root / "k01.png")
+    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    return root
+
+
 def menu_action(window, text: str):
     """The window's menu action whose words are `text`."""
     return next(a for a in window.findChildren(type(window.dup_action)) if a.text().replace("&", "") == text)
@@ -368,17 +379,12 @@ def test_a_query_deleted_from_disk_keeps_its_results_and_serves_none_deleted(qtb
     photo") and the open viewer stayed on "#1 of 48", a result no longer there; trial 29: the
     other results were lost. The photo as the query pane shows it is searched from then on: the
     deleted file is no longer a result, the others stay, the viewer on it closes and says so."""
-    root = tmp_path / "lib"
-    for i in range(8):
-        write_photo(root / f"k{i}.png", i, size=(120, 90))
-    index_folder(qtbot, window, root)
-    search(qtbot, window, root / "k1.png")
-    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    root = searched_library(qtbot, window, tmp_path / "lib", 8)
     before = [os.path.basename(h.path) for h in window.results_model.hits]
-    assert before[0] == "k1.png" and len(before) == 8, before
+    assert before[0] == "k01.png" and len(before) == 8, before
     viewer = open_viewer(qtbot, window, row=0)
     assert "#1 of" in viewer.caption.text()
-    (root / "k1.png").unlink()
+    (root / "k01.png").unlink()
     window.activateWindow()
     qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
     qtbot.waitUntil(lambda: window.last_result is not None and window.svc.snapshot().generation == window.last_result.generation
@@ -386,7 +392,7 @@ def test_a_query_deleted_from_disk_keeps_its_results_and_serves_none_deleted(qtb
     after = [os.path.basename(h.path) for h in window.results_model.hits]
     assert "no such photo" not in window.status_label.text()
     assert sorted(after) == sorted(before[1:]), after
-    assert not viewer.isVisible() and "the viewer closed: k1.png" in window.status_label.text()
+    assert not viewer.isVisible() and "the viewer closed: k01.png" in window.status_label.text()
     assert window.query_view.image is not None and window.query_path is None
 
 
@@ -1520,12 +1526,7 @@ def test_after_remove_the_results_are_shown_from_their_top(qtbot, window, tmp_pa
 
 def test_a_box_drawn_after_scrolling_shows_its_results_from_their_top(qtbot, window, tmp_path):
     """Trial 5: scrolled to #94-100, B drew a box; the box's results opened at #94."""
-    root = tmp_path / "lib"
-    for i in range(40):
-        write_photo(root / f"k{i:02d}.png", i, size=(120, 90))
-    index_folder(qtbot, window, root)
-    search(qtbot, window, root / "k01.png")
-    qtbot.waitUntil(lambda: window.query_view.image is not None, timeout=10000)
+    searched_library(qtbot, window, tmp_path / "lib", 40)
     bar = window.results_view.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5000)
     wheel(window.results_view.viewport(), -6)  # the person scrolls down the results
