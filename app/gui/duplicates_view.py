@@ -84,7 +84,7 @@ class DuplicatesDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Duplicates — HeatSearch")
         self.svc, self.loader = svc, loader
-        self.ui_settings = ui_settings  # QSettings: where the last list was saved
+        self.ui_settings = ui_settings  # QSettings: where the last list was saved, the slider, crops
         self.groups = []
         self.shown = 0  # the runner request whose groups are on screen
         v = QVBoxLayout(self)
@@ -102,6 +102,14 @@ class DuplicatesDialog(QDialog):
         self.crops = QCheckBox("Include crops")
         self.crops.setChecked(True)
         self.crops.setToolTip("Also group photos that are a crop of another photo")
+        if ui_settings is not None:  # both remembered, as the results' cut-off (trial 29: back to 0.92 at every start)
+            try:
+                self.slider.setValue(int(ui_settings.value("duplicates_alike", self.slider.value())))
+            except (TypeError, ValueError):
+                pass
+            self.crops.setChecked(str(ui_settings.value("duplicates_crops", "true")) == "true")
+            self.slider.valueChanged.connect(lambda v: ui_settings.setValue("duplicates_alike", int(v)))
+            self.crops.toggled.connect(lambda on: ui_settings.setValue("duplicates_crops", "true" if on else "false"))
         for w in (self.slider, self.value, self.crops):
             row.addWidget(w)
         v.addLayout(row)

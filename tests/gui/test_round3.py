@@ -2452,3 +2452,26 @@ def test_photos_moved_without_the_model_leave_the_re_index_estimate_alone(qtbot,
             (d / f"p{i}.png").rename(d / f"renamed{i}.png")  # the watcher's run finds them moved
     assert window.svc.stats()["indexed"] == 20
     assert window.model_pace == rate
+
+
+def test_the_duplicates_settings_are_remembered(qtbot, tiny_home):
+    """Trial 29: the Duplicates slider was back at 0.92 (and Include crops on) at every start."""
+    win = make_window(qtbot, tiny_home)
+    win.dup_action.trigger()
+    dlg = win._dups
+    qtbot.mouseClick(dlg.slider, Qt.LeftButton, pos=QPoint(dlg.slider.width() - 2, dlg.slider.height() // 2))
+    for _ in range(3):
+        qtbot.keyClick(dlg.slider, Qt.Key_Left)
+    assert dlg.slider.value() == 96 and dlg.value.text() == "0.96"
+    qtbot.mouseClick(dlg.crops, Qt.LeftButton, pos=QPoint(8, dlg.crops.height() // 2))
+    assert not dlg.crops.isChecked()
+    dlg.close()
+    win.close()
+    again = make_window(qtbot, tiny_home)
+    try:
+        again.dup_action.trigger()
+        dlg = again._dups
+        assert dlg.slider.value() == 96 and dlg.value.text() == "0.96" and not dlg.crops.isChecked()
+        dlg.close()
+    finally:
+        again.close()
