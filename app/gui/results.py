@@ -249,13 +249,17 @@ class ResultsView(QListView):
 
     def moveCursor(self, action, modifiers):
         """Qt's icon mode moves onto rows the cut-off hides (End, Page Down; trial 28: End went to
-        #100 of "3 shown", and Return opened it): the nearest shown row instead, or stay."""
+        #100 of "3 shown", and Return opened it): the nearest shown row instead, or stay. Page
+        Down and Page Up with no page to move by (trial 29: every result in one row) go to the
+        last and the first shown result, as End and Home."""
         index = super().moveCursor(action, modifiers)
-        if not index.isValid() or not self.isRowHidden(index.row()):
-            return index
         shown = [r for r in range(self.model().rowCount()) if not self.isRowHidden(r)]
         if not shown:
             return self.currentIndex()
+        if index == self.currentIndex() and action in (QAbstractItemView.MovePageDown, QAbstractItemView.MovePageUp):
+            return self.model().index(shown[-1] if action == QAbstractItemView.MovePageDown else shown[0], 0)
+        if not index.isValid() or not self.isRowHidden(index.row()):
+            return index
         return self.model().index(min(shown, key=lambda r: abs(r - index.row())), 0)
 
     def usable_width(self) -> int:

@@ -2475,3 +2475,17 @@ def test_the_duplicates_settings_are_remembered(qtbot, tiny_home):
         dlg.close()
     finally:
         again.close()
+
+
+def test_page_down_in_a_one_row_grid_goes_to_its_last_result(qtbot, window, tmp_path):
+    """Trial 29: Page Down and Page Up did nothing when every result fitted in one row (Qt's icon
+    mode moves a page's height, and there is none): they go to the last and the first result."""
+    view, model = window.results_view, window.results_model
+    searched_library(qtbot, window, tmp_path / "lib", 3)
+    rows = model.rowCount()
+    assert rows == 3 and len({view.visualRect(model.index(r)).top() for r in range(rows)}) == 1
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(model.index(0)).center())
+    qtbot.keyClick(view, Qt.Key_PageDown)
+    assert view.currentIndex().row() == rows - 1
+    qtbot.keyClick(view, Qt.Key_PageUp)
+    assert view.currentIndex().row() == 0
