@@ -119,6 +119,8 @@ class MainWindow(QMainWindow):
         self._again = None  # the request a library change made (the same query searched again)
         self._answering = None  # the space whose descriptions answered searches when last looked at
         self._shown_request = None  # the request whose answer the grid shows
+        self._kept_query = None  # (path, pixels, ...): the answered query a new one replaced (`_new_query`)
+        self._query_orig = None  # the query photo's size (w, h), oriented, in its own pixels
         self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
         self._next_note = ""  # "; the viewer closed: …", for the next search's status words
@@ -869,6 +871,10 @@ class MainWindow(QMainWindow):
         try:
             orig = image_size(path)
         except HeatSearchError as e:
+            if self._answered():  # the last search stays (its photo, box and results)
+                self.status_label.setText(f"Cannot read {display(os.path.basename(path))}: {e}; the last search stays")
+                self.searchFinished.emit(None)
+                return
             self.query_path, self.query_pixels = None, None
             self.query_view.set_image(None, f"Cannot open {display(os.path.basename(path))}: {e}")
             self._clear_results("")
@@ -877,8 +883,8 @@ class MainWindow(QMainWindow):
             self.last_request = None
             self.searchFinished.emit(None)
             return
-        self.query_path, self.query_pixels = path, None
         self._new_query()
+        self.query_path, self.query_pixels = path, None
         self._query_orig = orig
         self.query_view.set_image(None, "Loading…", orig_size=orig)
         if centred_box:
@@ -912,11 +918,19 @@ class MainWindow(QMainWindow):
         if viewer is not None and viewer.isVisible():
             viewer.close()
         self._scroll_top = True
+        # the query whose results are on screen, given back if the new photo cannot be read
+        self._kept_query = (self.query_path, self.query_pixels, self._query_orig, self.query_view.image,
+                            self.query_view.orig_size, self.query_view.box, self.last_request) if self._answered() else None
+
+    def _answered(self) -> bool:
+        """Whether the query pane's photo and the results are of one search, answered."""
+        return self.last_result is not None and self.last_request is not None and self.query_view.image is not None \
+            and self.last_result.request_id == self.last_request.id
 
     def set_query_image(self, img: QImage):
+        self._new_query()
         self.query_pixels = pil_image(img)
         self.query_path = None
-        self._new_query()
         self.query_view.set_image(img)
         self.stack.setCurrentIndex(1)
         self.run_search()
@@ -1053,11 +1067,29 @@ class MainWindow(QMainWindow):
         if self.last_request is not None and req_id == self.last_request.id:
             self._search_failed = "cannot read the query" not in msg and "no such photo" not in msg
             self._scroll_top = False
-            self.status_label.setText(msg)
-            if "cannot read the query" in msg or "no such photo" in msg:
-                self.query_view.set_image(None, msg)
-                self._clear_results("")
+            kept = self._kept_query
+            unreadable = "cannot read the query" in msg or "no such photo" in msg
+            if unreadable and kept is not None and self.last_request.path != kept[0]:
+                self._keep_last_search(kept, msg)
+            else:
+                self.status_label.setText(msg)
+                if unreadable:
+                    self.query_view.set_image(None, msg)
+                    self._clear_results("")
             self.searchFinished.emit(None)
+
+    def _keep_last_search(self, kept: tuple, msg: str) -> None:
+        """A new query photo that cannot be read: the last search's photo, box and results stay,
+        and one line says why (trial 30: a JPEG cut off halfway showed its grey half, the results
+        emptied and the reason was cut off in the status line)."""
+        name = os.path.basename(display(self.last_request.path)) if self.last_request.path else "the photo"
+        why = msg.removeprefix("cannot read the query photo: ").removeprefix("corrupt or truncated image: ")
+        path, pixels, self._query_orig, image, orig_size, box, req = kept
+        self.query_path, self.query_pixels, self.last_request = path, pixels, req
+        self.query_view.set_image(image, orig_size=orig_size)
+        self.query_view.set_box(box)
+        self.query_view.set_weights(self.last_result.query_weights, self.last_result.weights_box)
+        self.status_label.setText(f"Cannot read {name}: {why}; the last search stays")
 
     def _apply_cutoff(self):
         cut = self.results.min_score

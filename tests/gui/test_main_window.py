@@ -324,10 +324,10 @@ def test_remove_asks_first_and_runs_off_the_gui_thread(qtbot, window, photo_dir,
     qtbot.waitUntil(lambda: not window.library.remove_btn.isEnabled(), timeout=10000)
 
 
-def test_a_query_that_cannot_be_decoded_says_so_and_clears_old_results(qtbot, window, photo_dir, tmp_path):
+def test_a_query_that_cannot_be_decoded_says_so(qtbot, window, photo_dir, tmp_path):
+    """The first query: the pane says why, no results; after a search, the last search stays
+    (tests/gui/test_round3.py::test_a_query_photo_that_cannot_be_read_keeps_the_last_search)."""
     index_folder(qtbot, window, photo_dir)
-    search(qtbot, window, photo_dir / "scene0" / "img1.jpg")
-    assert window.results_model.rowCount() == 12
     bad = tmp_path / "broken.jpg"
     bad.write_bytes((photo_dir / "scene0" / "img1.jpg").read_bytes()[:200])
     with qtbot.waitSignal(window.searchFinished, timeout=30000) as blocker:
@@ -335,6 +335,12 @@ def test_a_query_that_cannot_be_decoded_says_so_and_clears_old_results(qtbot, wi
     assert blocker.args[0] is None
     assert window.results_model.rowCount() == 0
     assert "broken.jpg" in window.query_view.message or "cannot read" in window.query_view.message.lower()
+    search(qtbot, window, photo_dir / "scene0" / "img1.jpg")
+    assert window.results_model.rowCount() == 12
+    with qtbot.waitSignal(window.searchFinished, timeout=30000) as blocker:
+        window.set_query_path(str(bad))
+    assert blocker.args[0] is None and window.results_model.rowCount() == 12
+    assert window.status_label.text().startswith("Cannot read broken.jpg: ")
 
 
 def test_paste_accepts_a_copied_path(qtbot, window, photo_dir):

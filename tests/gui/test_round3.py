@@ -2489,3 +2489,42 @@ def test_page_down_in_a_one_row_grid_goes_to_its_last_result(qtbot, window, tmp_
     assert view.currentIndex().row() == rows - 1
     qtbot.keyClick(view, Qt.Key_PageUp)
     assert view.currentIndex().row() == 0
+
+
+def test_a_query_photo_that_cannot_be_read_keeps_the_last_search(qtbot, window, tmp_path):
+    """Trial 30: Open… on a JPEG cut off halfway showed its grey half in the query pane, emptied
+    the results and said why only in a status line cut at "(an incomplete copy or do…". One clear
+    line instead, and the last search stays: its photo, its box and its results."""
+    root = searched_library(qtbot, window, tmp_path / "lib", 6)
+    view = window.query_view
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_B)  # a box, searched
+    qtbot.waitUntil(lambda: window.last_result is not None and window.last_result.box is not None, timeout=10000)
+    before = [h.path for h in window.results_model.hits]
+    image, box = view.image, view.box
+    whole = (root / "k03.png").read_bytes()
+    Image.open(root / "k03.png").convert("RGB").save(tmp_path / "half.jpg", quality=95)
+    data = (tmp_path / "half.jpg").read_bytes()
+    (tmp_path / "half.jpg").write_bytes(data[: len(data) // 2])
+    answer_file_dialog(qtbot, tmp_path / "half.jpg")
+    qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "cannot read" in window.status_label.text().lower(), timeout=10000)
+    qtbot.wait(300)  # the photo's own decode, late, must not come back into the pane
+    said = window.status_label.text()
+    assert said == "Cannot read half.jpg: the file ends early (an incomplete copy or download); the last search stays", said
+    assert window.status_label.shown_text() == said  # whole, not cut with "…"
+    assert view.image is image and view.box == box and window.query_path == str(root / "k01.png")
+    assert [h.path for h in window.results_model.hits] == before
+    assert (root / "k03.png").read_bytes() == whole
+    (tmp_path / "notes.jpg").write_text("not a photo")  # not read at all: the same
+    answer_file_dialog(qtbot, tmp_path / "notes.jpg")
+    qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "notes.jpg" in window.status_label.text(), timeout=10000)
+    said = window.status_label.text()
+    assert said == "Cannot read notes.jpg: not an image (or an unsupported format); the last search stays", said
+    assert view.image is image and view.box == box and [h.path for h in window.results_model.hits] == before
+    # and the search goes on from there: a box moved by keys searches the kept photo
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_Right)
+    qtbot.waitUntil(lambda: window.last_result.box is not None and window.last_result.box != box, timeout=10000)
+    assert window.last_request.path == str(root / "k01.png")
