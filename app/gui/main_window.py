@@ -37,7 +37,7 @@ from .results_pane import ResultsPane
 from .settings_dialog import SettingsDialog
 from .viewer import ViewerDialog, open_externally
 from .watcher import LibraryWatcher
-from .widgets import ElidedLabel, choose_path
+from .widgets import ElidedLabel, SharedLine, choose_path
 from .workers import Background, CoreBridge, ImageLoader
 
 DEBOUNCE_MS = 250
@@ -48,6 +48,7 @@ REFRESH_MS = 3000  # a library another process writes is re-read this often (che
 NOTICE_MS = 8000  # a passing message (a copied path) stays this long
 QUERY_LOAD = QSize(1600, 1600)  # the query photo is decoded for the screen at most this large
 MIN_SIZE = QSize(960, 620)
+BEFORE_SEARCH = "Results appear here: drop a photo on the left, or open one (Ctrl+O) or paste one (Ctrl+V)"
 
 
 def done_words(st: dict, extra: str = "") -> str:
@@ -124,6 +125,7 @@ class MainWindow(QMainWindow):
         self._stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self._last_stats: dict = {}
         self._next_note = ""  # "; the viewer closed: …", for the next search's status words
+        self._deleted_query = None  # the query photo's path last found deleted (`_query_from_screen`)
         self._reindex_again = False
         self._changed_dirs: set[str] | None = set()  # folders a watcher saw change meanwhile (None: all)
         self._left: dict[str, int] = {}  # library folder -> photos a cancelled run left to index
@@ -262,6 +264,7 @@ class MainWindow(QMainWindow):
         self.results = ResultsPane()
         self.results_model = self.results.model
         self.results_view = self.results.view
+        self.results_view.set_empty_note(BEFORE_SEARCH)  # trial 30: a blank box before the first search
         self.results.changed.connect(lambda: self._debounce.start())
         self.results.cutoffChanged.connect(lambda _v: (self._apply_cutoff(), self._refresh_viewer(search_follows=False)))
         self.results.filter_btn.toggled.connect(self._filters_opened)
@@ -311,8 +314,7 @@ class MainWindow(QMainWindow):
         self.log_btn = QPushButton("Log")
         self.log_btn.setToolTip("Files that were skipped, and why")
         self.log_btn.clicked.connect(self.show_log)
-        sb.addWidget(self.status_label, 1)
-        sb.addWidget(self.index_label, 1)
+        sb.addWidget(SharedLine(self.status_label, self.index_label), 1)
         for w in (self.progress, self.pause_btn, self.cancel_btn, self.log_btn):
             sb.addPermanentWidget(w)
 
@@ -861,7 +863,7 @@ class MainWindow(QMainWindow):
         self.last_result = None
         self.results_model.set_hits([])
         self.preview.clear()
-        self.results_view.set_empty_note("")
+        self.results_view.set_empty_note(BEFORE_SEARCH)
         self.results.info.setText(message)
         self._refresh_viewer(search_follows=False)  # its photo is no longer shown (trial 28: "#1 of 48" stayed)
 
@@ -946,6 +948,7 @@ class MainWindow(QMainWindow):
         if box is not None:
             self.query_view.set_box(tuple(v * scale for v in box))
         self._next_note = f"; {os.path.basename(display(gone))} was deleted: searched as shown"
+        self._deleted_query = gone
 
     def open_query_dialog(self):
         pattern = " ".join(f"*{e}" for e in sorted(EXTENSIONS))
@@ -1005,6 +1008,8 @@ class MainWindow(QMainWindow):
         req = self.current_request()
         self.last_request = req
         self.status_label.setText("Searching…")
+        if not self.results_model.hits:
+            self.results_view.set_empty_note("Searching…")
         self.bridge.search(req)
 
     def _on_result(self, res: SearchResult):
@@ -1076,6 +1081,8 @@ class MainWindow(QMainWindow):
                 if unreadable:
                     self.query_view.set_image(None, msg)
                     self._clear_results("")
+            if self.results_view.empty_note == "Searching…":
+                self.results_view.set_empty_note(BEFORE_SEARCH)
             self.searchFinished.emit(None)
 
     def _keep_last_search(self, kept: tuple, msg: str) -> None:
@@ -1126,8 +1133,9 @@ class MainWindow(QMainWindow):
             # (with a cut-off the grid shows the best: the line stays short, trial 23 read it cut at "(…")
             best = "" if hidden else f" (best {max(others):.2f})"
             msg += f"; no {'other ' if len(others) < len(hits) else ''}close match{best}"
+        where = "the photos the filter keeps" if self.results.filters().active else "the library"  # trial 30: "the library" under a date filter
         self.results_view.set_empty_note(
-            f"No result reads {cut:.2f} or more (the relevance cut-off): the library may hold nothing like this.\n"
+            f"No result reads {cut:.2f} or more (the relevance cut-off): {where} may hold nothing like this.\n"
             f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")
         self.results.info.setText(msg)
         if folded:  # the whole line, then what the copies are
@@ -1192,7 +1200,8 @@ class MainWindow(QMainWindow):
         if row is None:
             viewer.close()
             if here is not None:  # said after the search's own words, which follow at once (trial 8 missed it)
-                note = f"; the viewer closed: {os.path.basename(display(here))} is no longer among the results"
+                note = ("; its viewer closed" if here == self._deleted_query  # named already (trial 30: twice, cut)
+                        else f"; the viewer closed: {os.path.basename(display(here))} is no longer among the results")
                 self._next_note = self._next_note + note if search_follows else ""
                 self.status_label.setText(self.status_label.text() + note)
             return

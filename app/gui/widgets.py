@@ -59,6 +59,8 @@ class ElidedLabel(QLabel):
     start and its end), the whole text in its tooltip. hide_empty: hidden while it has no text,
     so that its neighbours take its room."""
 
+    textSet = Signal()  # after each setText (SharedLine shares its room by the texts)
+
     def __init__(self, text: str = "", parent=None, hide_empty: bool = False, mode=Qt.ElideRight):
         super().__init__(text, parent)
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
@@ -75,14 +77,20 @@ class ElidedLabel(QLabel):
             self.setVisible(bool(text))
         self.updateGeometry()  # its number of lines sets its height
         self.update()
+        self.textSet.emit()
 
     def _lines(self) -> list[str]:
         return self.text().split("\n")
 
+    def needed_width(self) -> int:
+        """px: the width its text takes whole (0 with no text)."""
+        if not self.text():
+            return 0
+        m = self.contentsMargins()
+        return max(self.fontMetrics().horizontalAdvance(line) for line in self._lines()) + m.left() + m.right() + 2
+
     def sizeHint(self) -> QSize:  # noqa: N802
-        fm = self.fontMetrics()
-        wide = max(fm.horizontalAdvance(line) for line in self._lines())
-        return QSize(min(wide, 400), fm.height() * len(self._lines()) + 4)
+        return QSize(min(self.needed_width(), 400), self.fontMetrics().height() * len(self._lines()) + 4)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(40, self.fontMetrics().height() * len(self._lines()) + 4)
@@ -100,6 +108,39 @@ class ElidedLabel(QLabel):
         """The text as painted (what a person sees)."""
         width = self.contentsRect().width()
         return "\n".join(self.fontMetrics().elidedText(line, self.mode, width) for line in self._lines())
+
+
+class SharedLine(QWidget):
+    """Two ElidedLabels side by side sharing one line by what their texts need: both whole when
+    they fit; otherwise the shorter whole up to half the width and the longer cut with "…" in the
+    rest (an even split cut a search's note at "(an incomplete copy or do…" beside a short
+    indexing line: trial 30)."""
+
+    def __init__(self, left: ElidedLabel, right: ElidedLabel, parent=None):
+        super().__init__(parent)
+        self.labels = (left, right)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        for label in self.labels:
+            row.addWidget(label, 1)
+            label.textSet.connect(self.share)
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+
+    def share(self) -> None:
+        """The labels' stretches (the layout's share of the width) from their texts' widths."""
+        row = self.layout()
+        room = max(2, self.width() - row.spacing())
+        need = [max(label.needed_width(), label.minimumWidth()) if label.isVisibleTo(self) else 0 for label in self.labels]
+        if sum(need) > room:
+            short = min(range(2), key=lambda i: need[i])
+            need[short] = min(need[short], room // 2)
+            need[1 - short] = room - need[short]
+        for i, n in enumerate(need):
+            row.setStretch(i, max(1, n))
+
+    def resizeEvent(self, e) -> None:  # noqa: N802
+        super().resizeEvent(e)
+        self.share()
 
 
 class DateField(QWidget):

@@ -392,7 +392,7 @@ def test_a_query_deleted_from_disk_keeps_its_results_and_serves_none_deleted(qtb
     after = [os.path.basename(h.path) for h in window.results_model.hits]
     assert "no such photo" not in window.status_label.text()
     assert sorted(after) == sorted(before[1:]), after
-    assert not viewer.isVisible() and "the viewer closed: k01.png" in window.status_label.text()
+    assert not viewer.isVisible() and "k01.png was deleted: searched as shown; its viewer closed" in window.status_label.text()
     assert window.query_view.image is not None and window.query_path is None
 
 
@@ -2528,3 +2528,66 @@ def test_a_query_photo_that_cannot_be_read_keeps_the_last_search(qtbot, window, 
     qtbot.keyClick(view, Qt.Key_Right)
     qtbot.waitUntil(lambda: window.last_result.box is not None and window.last_result.box != box, timeout=10000)
     assert window.last_request.path == str(root / "k01.png")
+
+
+def test_the_status_line_shares_its_room_by_what_each_part_says(qtbot, window, tmp_path):
+    """Trial 30: the search's words and the indexing's split the status bar in halves, so that a
+    search's note was cut ("…searched as shown; the viewer closed: query_to…") beside a short
+    "Indexing done" with room to spare. Each whole when both fit, at 1366 px."""
+    window.resize(1366, 740)
+    root = searched_library(qtbot, window, tmp_path / "lib", 4)
+    long = root / ("a_query_photo_with_a_rather_long_name_" + "x" * 12 + ".png")
+    (root / "k01.png").rename(long)
+    window.activateWindow()
+    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    wait_idle(qtbot, window)
+    window.set_query_path(str(long))  # as Open… does
+    qtbot.waitUntil(lambda: window.last_request.path == str(long) and window.last_result.request_id == window.last_request.id
+                    and window.query_view.image is not None, timeout=10000)
+    viewer = open_viewer(qtbot, window, row=0)
+    long.unlink()
+    window.activateWindow()
+    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "was deleted" in window.status_label.text() and not viewer.isVisible(), timeout=30000)
+    wait_idle(qtbot, window)
+    qtbot.wait(100)
+    search_words, index_words = window.status_label.text(), window.index_label.text()
+    assert len(search_words) > 110 and index_words, (search_words, index_words)
+    assert window.status_label.shown_text() == search_words, window.status_label.shown_text()
+    assert window.index_label.shown_text() == index_words, window.index_label.shown_text()
+
+
+def test_the_grid_says_what_it_is_for_before_and_during_the_first_search(qtbot, window, tmp_path):
+    """Trial 30: before any search the results area was an empty white box, and stayed one during
+    the first search (only the status line said "Searching…")."""
+    root = tmp_path / "lib"
+    for i in range(3):
+        write_photo(root / f"k{i:02d}.png", i, size=(120, 90))
+    index_folder(qtbot, window, root)
+    view = window.results_view
+    assert view.empty_note == "Results appear here: drop a photo on the left, or open one (Ctrl+O) or paste one (Ctrl+V)"
+    answer_file_dialog(qtbot, root / "k01.png")
+    qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
+    assert view.empty_note == "Searching…"  # the answer has not been taken yet: no event loop ran since the click
+    qtbot.waitUntil(lambda: window.last_result is not None, timeout=10000)
+    assert view.empty_note == "" and window.results_model.rowCount() == 3
+
+
+def test_an_empty_grid_under_a_filter_blames_the_filter_not_the_library(qtbot, window, tmp_path):
+    """Trial 30: with Taken: 2023 on a landmark box, the empty grid said "the library may hold
+    nothing like this" of a library holding 48 photos of it, all outside the filter."""
+    root = tmp_path / "lib"
+    for i in range(4):
+        write_photo(root / ("a" if i < 2 else "b") / f"k{i:02d}.png", i, size=(120, 90))
+    index_folder(qtbot, window, root)
+    search(qtbot, window, root / "a" / "k01.png")
+    slider = window.results.cutoff
+    slider.setFocus()
+    qtbot.keyClick(slider, Qt.Key_End)  # the highest cut-off: only the photo itself reads 1
+    qtbot.mouseClick(window.results.filter_btn, Qt.LeftButton)
+    folder = window.results.folder
+    qtbot.waitUntil(lambda: folder.findData(str((root / "b").resolve())) > 0, timeout=10000)
+    folder.setFocus()
+    qtbot.keyClicks(folder, "b")
+    qtbot.waitUntil(lambda: window.results_view.empty_note != "" and window.last_request.filters.active, timeout=10000)
+    assert "the photos the filter keeps may hold nothing like this" in window.results_view.empty_note
