@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QImage, QPainter, QPixmap
-from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QLabel, QMessageBox, QPushButton, QScrollArea,
-                               QSizePolicy, QVBoxLayout)
+from PySide6.QtCore import QEvent, QPoint, QRect, QRectF, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QImage, QPainter
+from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QMessageBox, QPushButton, QScrollArea, QSizePolicy,
+                               QVBoxLayout, QWidget)
 
 from ..core.heatmap import overlay_rgba
 from ..core.library.paths import display
@@ -20,6 +20,7 @@ from .results import copies_words, shown_score
 from .widgets import ElidedLabel
 
 VIEWER_LOAD = QSize(4096, 4096)  # 1:1 up to 16 MP; larger photos are shown at 4096 px (memory)
+MAX_ZOOM = 16.0  # screen px per photo px at most (drawn part by part: no memory grows with it)
 
 
 def open_externally(parent, path: str, folder: bool = False) -> bool:
@@ -32,6 +33,56 @@ def open_externally(parent, path: str, folder: bool = False) -> bool:
         QMessageBox.information(parent, "HeatSearch", f"No {what} is set up on this computer to open\n{display(target)}\n\n"
                                 "Its path can be copied from the result's menu (Copy path).")
     return ok
+
+
+class PhotoCanvas(QWidget):
+    """The viewer's photo, drawn at the size it is shown, fitted or zoomed, only the part on screen:
+    what it holds is never larger than the loaded photo (a zoomed copy, as a label's pixmap held
+    it, took 3.2 GB at 8x of a 12 MP photo, twice over while it was made)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
+        self.base: QImage | None = None  # the photo, scaled down when shown smaller, its heat drawn in
+        self.size_shown = QSize()  # the photo's size on screen, px
+        self.text = "Loading…"  # said instead, while there is no photo
+
+    def show_photo(self, base: QImage, shown: QSize) -> None:
+        """Draw `base` (ARGB32) stretched to `shown` (w, h px), centred when the widget is larger."""
+        self.base, self.size_shown, self.text = base, QSize(shown), ""
+        self.update()
+
+    def show_text(self, text: str) -> None:
+        self.base, self.size_shown, self.text = None, QSize(), text
+        self.update()
+
+    def shown_size(self) -> QSize:
+        """px: the photo as drawn (empty with none)."""
+        return QSize(self.size_shown) if self.base is not None else QSize()
+
+    def photo_rect(self) -> QRect:
+        """Where the photo is drawn in the widget (empty with none)."""
+        s = self.shown_size()
+        return QRect(max(0, (self.width() - s.width()) // 2), max(0, (self.height() - s.height()) // 2), s.width(), s.height())
+
+    def shown_image(self) -> QImage:
+        """The photo as a person sees it (tests, checks): the widget's pixels over the photo."""
+        return self.grab(self.photo_rect()).toImage()
+
+    def paintEvent(self, e) -> None:  # noqa: N802
+        p = QPainter(self)
+        if self.base is None:
+            p.setPen(self.palette().windowText().color())
+            p.drawText(self.rect(), Qt.AlignCenter | Qt.TextWordWrap, self.text)
+            return
+        r = self.photo_rect()
+        part = e.rect() & r
+        if part.isEmpty():
+            return
+        sx, sy = self.base.width() / r.width(), self.base.height() / r.height()
+        source = QRectF((part.x() - r.x()) * sx, (part.y() - r.y()) * sy, part.width() * sx, part.height() * sy)
+        p.setRenderHint(QPainter.SmoothPixmapTransform, self.base.size() != r.size())
+        p.drawImage(QRectF(part), self.base, source)
 
 
 class ViewerDialog(QDialog):
@@ -53,9 +104,7 @@ class ViewerDialog(QDialog):
         v = QVBoxLayout(self)
         self.scroll = QScrollArea()
         self.scroll.setAlignment(Qt.AlignCenter)
-        self.picture = QLabel("Loading…")
-        self.picture.setAlignment(Qt.AlignCenter)
-        self.picture.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
+        self.picture = PhotoCanvas()
         self.scroll.setWidget(self.picture)
         self.scroll.setWidgetResizable(True)
         v.addWidget(self.scroll, 1)
@@ -156,22 +205,20 @@ class ViewerDialog(QDialog):
         at = self._photo_point(anchor) or (0.5, 0.5)
         img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
         if self.fit:
-            vp = self.scroll.viewport().size()
-            known = img is not None and not img.isNull()
-            self.zoom = min(vp.width() / img.width(), vp.height() / img.height()) if known else 1.0
+            self.zoom = self._fitted_zoom(img) if img is not None and not img.isNull() else 1.0
             self.fit = False
             self.fit_btn.setText("Fit to window")
             self.scroll.setWidgetResizable(False)
-        # up to 8x (or the fitted size of a small photo, which may already be more): zooming in
+        # up to MAX_ZOOM (or the fitted size of a small photo, which may already be more): zooming in
         # never shrinks, zooming out never grows
         z = self.zoom * factor
-        self.zoom = min(z, max(8.0, self.zoom)) if factor > 1 else max(z, min(0.05, self.zoom))
+        self.zoom = min(z, max(MAX_ZOOM, self.zoom)) if factor > 1 else max(z, min(0.05, self.zoom))
         self._render()
-        pm = self.picture.pixmap()
-        if pm is not None and not pm.isNull():
+        size = self.picture.shown_size()
+        if not size.isEmpty():
             def place():
-                self.scroll.horizontalScrollBar().setValue(round(at[0] * pm.width() - anchor.x()))
-                self.scroll.verticalScrollBar().setValue(round(at[1] * pm.height() - anchor.y()))
+                self.scroll.horizontalScrollBar().setValue(round(at[0] * size.width() - anchor.x()))
+                self.scroll.verticalScrollBar().setValue(round(at[1] * size.height() - anchor.y()))
 
             place()
             # and again once the scroll area has taken the picture's new size: the bars' ranges
@@ -181,12 +228,11 @@ class ViewerDialog(QDialog):
     def _photo_point(self, anchor: QPoint) -> tuple[float, float] | None:
         """Where `anchor` (viewport pixels) lies on the photo shown, as fractions of its width and
         height (clipped to it); None when nothing is shown."""
-        pm = self.picture.pixmap()
-        if pm is None or pm.isNull():
+        r = self.picture.photo_rect()
+        if r.isEmpty():
             return None
         p = self.picture.mapFrom(self.scroll.viewport(), anchor)
-        x0, y0 = (self.picture.width() - pm.width()) / 2, (self.picture.height() - pm.height()) / 2  # centred
-        return (min(max((p.x() - x0) / pm.width(), 0.0), 1.0), min(max((p.y() - y0) / pm.height(), 0.0), 1.0))
+        return (min(max((p.x() - r.x()) / r.width(), 0.0), 1.0), min(max((p.y() - r.y()) / r.height(), 0.0), 1.0))
 
     @property
     def hit(self):
@@ -233,7 +279,7 @@ class ViewerDialog(QDialog):
         """Closed (Esc, its window's close, Find similar): its photos, up to 64 MB each, leave the
         shared image cache and the heap (trial 27: 100 MB stayed after the viewer closed)."""
         super().done(r)
-        self.picture.setPixmap(QPixmap())
+        self.picture.show_text("")
         self.loader.forget(VIEWER_LOAD)
         return_freed_memory()
 
@@ -253,12 +299,25 @@ class ViewerDialog(QDialog):
         if self.isVisible():
             self._render()
 
+    def _fit_room(self) -> QSize:
+        """px: the room a photo fitted to the window takes at most."""
+        return self.scroll.viewport().size() - QSize(4, 4)
+
+    def _fitted_zoom(self, img: QImage) -> float:
+        """The scale of `img` (a loaded photo, not null) fitted to the window."""
+        room = self._fit_room()
+        return min(room.width() / img.width(), room.height() / img.height())
+
     def _render(self) -> None:
         hit = self.hit
         if hit is None:
             return
         self.setWindowTitle(f"{Path(display(hit.path)).name} — HeatSearch viewer")
-        zoom = "" if self.fit else f" · {self.zoom:.0%}"
+        img = self.loader.get(hit.path, VIEWER_LOAD)
+        if not self.fit:
+            zoom = f" · {self.zoom:.0%}"
+        else:  # said too (trial 30: only once zoomed)
+            zoom = f" · fitted {self._fitted_zoom(img):.0%}" if img is not None and not img.isNull() else ""
         end = f" · {self._end}" if self._end else ""
         more = f" (and {copies_words(len(hit.hidden_copies))}, One per duplicate)" if hit.hidden_copies else ""
         # the buttons say where the ends are (trial 13: Next stayed enabled on the last result);
@@ -271,28 +330,26 @@ class ViewerDialog(QDialog):
                 (other if ends[other] else self.scroll).setFocus()
             b.setEnabled(on)
         self.caption.setText(f"#{hit.rank} of {len(self.hits)}{end} · relevance {shown_score(hit.score):.2f}{zoom} · {display(hit.path)}{more}")
-        img = self.loader.get(hit.path, VIEWER_LOAD)
         if img is None:
             self.loader.request(hit.path, VIEWER_LOAD)
-            self.picture.setPixmap(QPixmap())
-            self.picture.setText("Loading…")
+            self.picture.show_text("Loading…")
             return
         if img.isNull():
-            self.picture.setText(f"Cannot show this photo: {self.loader.error(hit.path, VIEWER_LOAD) or 'unreadable'}")
+            self.picture.show_text(f"Cannot show this photo: {self.loader.error(hit.path, VIEWER_LOAD) or 'unreadable'}")
             return
-        shown = img
         if self.fit:
-            shown = img.scaled(self.scroll.viewport().size() - QSize(4, 4), Qt.KeepAspectRatio, Qt.SmoothTransformation)
-        elif self.zoom != 1.0:
-            shown = img.scaled(max(1, round(img.width() * self.zoom)), max(1, round(img.height() * self.zoom)),
-                               Qt.KeepAspectRatio, Qt.SmoothTransformation)
-        shown = shown.convertToFormat(QImage.Format_ARGB32)
+            size = img.size().scaled(self._fit_room(), Qt.KeepAspectRatio)
+        else:
+            size = QSize(max(1, round(img.width() * self.zoom)), max(1, round(img.height() * self.zoom)))
+        # held at most at the photo's own pixels: shown larger, it is stretched as it is drawn
+        base = img.scaled(size, Qt.IgnoreAspectRatio, Qt.SmoothTransformation) if size.width() < img.width() else img
+        base = base.convertToFormat(QImage.Format_ARGB32)
         if self.heat_check.isChecked():
             grid = self.heat_of(hit)
             if grid is not None:
-                p = QPainter(shown)
-                p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (shown.width(), shown.height()), 110)))
+                p = QPainter(base)
+                p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (base.width(), base.height()), 110)))
                 p.end()
-        self.picture.setPixmap(QPixmap.fromImage(shown))
+        self.picture.show_photo(base, size)
         if not self.fit:
-            self.picture.resize(shown.size())
+            self.picture.resize(size)

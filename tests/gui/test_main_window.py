@@ -363,7 +363,7 @@ def test_the_built_in_viewer_pages_through_results_and_searches(qtbot, window, p
     assert viewer.hit.path == res.hits[0].path
     qtbot.keyClick(viewer, Qt.Key_Right)
     assert viewer.hit.path == res.hits[1].path and window.results_view.currentIndex().row() == 1
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
     target = res.hits[1].path
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(viewer.search_btn, Qt.LeftButton)

@@ -85,7 +85,7 @@ def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window
     index_folder(qtbot, window, photo_dir)
     res = search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
     viewer = open_viewer(qtbot, window)
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
     viewer.scroll.setFocus()
     for widget in (viewer.scroll, viewer.scroll.viewport()):
         before = viewer.row
@@ -118,11 +118,12 @@ def test_1_the_viewers_arrows_page_while_the_picture_has_the_focus(qtbot, window
     with qtbot.waitSignal(window.loader.loaded, timeout=10000):
         window.loader.request(viewer.hit.path, QSize(77, 55))
     qtbot.wait(300)
-    assert viewer.loader.get(viewer.hit.path, VIEWER_LOAD) is None and viewer.picture.pixmap().isNull()
+    assert viewer.loader.get(viewer.hit.path, VIEWER_LOAD) is None and viewer.picture.shown_size().isEmpty()
     # (trial 19) opened again, the photo is fitted, not at the zoom it was closed at
     viewer = open_viewer(qtbot, window, 2)
-    assert viewer.fit and "%" not in viewer.caption.text(), viewer.caption.text()
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    assert viewer.fit, viewer.caption.text()
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
+    assert " · fitted " in viewer.caption.text(), viewer.caption.text()
     viewer.close()
 
 
@@ -134,7 +135,7 @@ def test_the_viewers_buttons_take_tab_and_draw_a_box_here_searches_a_box(qtbot, 
     search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
     viewer = open_viewer(qtbot, window)
     viewer.activateWindow()
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
     heat = window.heat_action.isChecked()
     qtbot.keyClick(viewer.scroll, Qt.Key_H)  # one overlay for the app: the window follows the viewer
     assert viewer.heat_check.isChecked() != heat and window.heat_action.isChecked() != heat
@@ -408,7 +409,7 @@ def test_a_long_name_is_cut_in_its_middle_not_off_the_screen(qtbot, window, tmp_
     search(qtbot, window, root / long)
     viewer = open_viewer(qtbot, window, row=0)
     assert long in viewer.caption.text()
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=5000)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=5000)
     assert viewer.width() <= 1000, viewer.width()
     seen = viewer.caption.shown_text()
     assert "…" in seen and seen.startswith("#1 of") and seen.endswith("edit_v2.png"), seen
@@ -897,13 +898,13 @@ def test_the_viewer_zooms_with_the_plain_wheel_and_takes_ctrl_h(qtbot, window, p
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene1" / "img1.jpg")
     viewer = open_viewer(qtbot, window)
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
-    fitted = viewer.picture.pixmap().width()
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
+    fitted = viewer.picture.shown_size().width()
     wheel(viewer.scroll.viewport(), 1)
-    assert not viewer.fit and viewer.picture.pixmap().width() > fitted
-    zoomed = viewer.picture.pixmap().width()
+    assert not viewer.fit and viewer.picture.shown_size().width() > fitted
+    zoomed = viewer.picture.shown_size().width()
     wheel(viewer.scroll.viewport(), -2)
-    assert viewer.picture.pixmap().width() < zoomed
+    assert viewer.picture.shown_size().width() < zoomed
     heat = viewer.heat_check.isChecked()
     before = viewer.picture.grab().toImage()
     qtbot.keyClick(viewer.scroll, Qt.Key_H, Qt.ControlModifier)
@@ -931,13 +932,13 @@ def viewer_heat(qtbot, window, row: int) -> np.ndarray:
     viewer = open_viewer(qtbot, window, row=row)
     if viewer.heat_check.isChecked():
         qtbot.keyClick(viewer.scroll, Qt.Key_H)
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
     qtbot.wait(300)  # the window at its size
-    plain = viewer.picture.pixmap().toImage()
+    plain = viewer.picture.shown_image()
     qtbot.keyClick(viewer.scroll, Qt.Key_H)
-    qtbot.waitUntil(lambda: viewer.picture.pixmap().toImage() != plain
-                    and viewer.picture.pixmap().size() == plain.size(), timeout=10000)
-    warmth = warmth_of(plain, viewer.picture.pixmap().toImage())
+    qtbot.waitUntil(lambda: viewer.picture.shown_image() != plain
+                    and viewer.picture.shown_image().size() == plain.size(), timeout=10000)
+    warmth = warmth_of(plain, viewer.picture.shown_image())
     qtbot.keyClick(viewer.scroll, Qt.Key_Escape)
     return warmth
 
@@ -1548,24 +1549,24 @@ def test_the_viewer_zooms_about_the_mouse(qtbot, window, tmp_path):
     index_folder(qtbot, window, d)
     search(qtbot, window, d / "p0.png")
     viewer = open_viewer(qtbot, window)
-    qtbot.waitUntil(lambda: viewer.picture.pixmap() is not None and not viewer.picture.pixmap().isNull(), timeout=10000)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
     vp = viewer.scroll.viewport()
     at = QPoint(vp.width() * 3 // 4, vp.height() * 3 // 4)  # the lower right of the photo
 
     def under(point):  # which part of the photo is under the mouse: fractions of its width and height
-        pm, pic = viewer.picture.pixmap(), viewer.picture
-        q = pic.mapFrom(vp, point)
-        return (q.x() - (pic.width() - pm.width()) / 2) / pm.width(), (q.y() - (pic.height() - pm.height()) / 2) / pm.height()
+        pic = viewer.picture
+        q, size = pic.mapFrom(vp, point), pic.shown_size()
+        return (q.x() - (pic.width() - size.width()) / 2) / size.width(), (q.y() - (pic.height() - size.height()) / 2) / size.height()
 
     for _ in range(2):
         qtbot.keyClick(viewer.scroll, Qt.Key_Plus)  # larger than the window first: room to scroll both ways
-    before, width = under(at), viewer.picture.pixmap().width()
+    before, width = under(at), viewer.picture.shown_size().width()
     for _ in range(3):
         ev = QWheelEvent(QPointF(at), QPointF(vp.mapToGlobal(at)), QPoint(0, 0), QPoint(0, 120), Qt.NoButton,
                          Qt.NoModifier, Qt.NoScrollPhase, False)
         QApplication.sendEvent(vp, ev)
     after = under(at)
-    assert viewer.picture.pixmap().width() > 1.9 * width
+    assert viewer.picture.shown_size().width() > 1.9 * width
     assert abs(after[0] - before[0]) < 0.01 and abs(after[1] - before[1]) < 0.01, (before, after)
     viewer.close()
 
@@ -2593,3 +2594,51 @@ def test_an_empty_grid_under_a_filter_blames_the_filter_not_the_library(qtbot, w
     qtbot.keyClicks(folder, "b")
     qtbot.waitUntil(lambda: window.results_view.empty_note != "" and window.last_request.filters.active, timeout=10000)
     assert "the photos the filter keeps may hold nothing like this" in window.results_view.empty_note
+
+
+def test_the_viewer_says_its_zoom_when_fitted_too(qtbot, window, tmp_path):
+    """Trial 30: fitted to the window the viewer said no zoom (only after a wheel or +)."""
+    root = searched_library(qtbot, window, tmp_path / "lib", 3)
+    write_photo(root / "big.png", 9, size=(2400, 1800))
+    window.activateWindow()
+    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: any(h.path.endswith("big.png") for h in window.results_model.hits), timeout=30000)
+    row = next(i for i, h in enumerate(window.results_model.hits) if h.path.endswith("big.png"))
+    viewer = open_viewer(qtbot, window, row=row)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
+    qtbot.wait(200)  # at its size
+    fitted = viewer.picture.shown_size().width() / 2400
+    assert fitted < 0.5 and f" · fitted {fitted:.0%} · " in viewer.caption.text(), (fitted, viewer.caption.text())
+    qtbot.keyClick(viewer.scroll, Qt.Key_F)
+    assert " · 100% · " in viewer.caption.text(), viewer.caption.text()
+    viewer.close()
+
+
+def test_the_viewer_zooms_far_holding_no_more_than_the_photo(qtbot, window, tmp_path):
+    """Zoomed in, the viewer held the photo scaled whole: 8x of a 12 MP photo is a 3.2 GB picture,
+    made twice over (benchmarks/gui_memory.py). It draws the part on screen from the photo."""
+    from app.gui.viewer import MAX_ZOOM, VIEWER_LOAD
+
+    root = searched_library(qtbot, window, tmp_path / "lib", 2)
+    write_photo(root / "big.png", 9, size=(2400, 1800))
+    window.set_query_path(str(root / "big.png"))
+    qtbot.waitUntil(lambda: window.last_result is not None and window.last_result.request_id == window.last_request.id
+                    and window.results_model.rowCount() == 3, timeout=30000)
+    viewer = open_viewer(qtbot, window, row=0)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
+    qtbot.keyClick(viewer.scroll, Qt.Key_H)
+    for _ in range(30):
+        qtbot.keyClick(viewer.scroll, Qt.Key_Plus)
+    assert viewer.zoom == MAX_ZOOM and viewer.picture.shown_size() == QSize(2400 * 16, 1800 * 16)
+    loaded = viewer.loader.get(viewer.hit.path, VIEWER_LOAD)
+    assert viewer.picture.base.width() <= loaded.width() and viewer.picture.base.height() <= loaded.height()
+    # what is on screen is the photo, drawn: the middle of the window shows the middle of the photo
+    # (compared with the overlay off: it tints the photo)
+    photo = loaded.pixelColor(1200, 900)
+    qtbot.keyClick(viewer.scroll, Qt.Key_H)
+    qtbot.wait(100)
+    seen = viewer.scroll.viewport().grab().toImage()
+    middle = seen.pixelColor(seen.width() // 2, seen.height() // 2)
+    assert max(abs(middle.red() - photo.red()), abs(middle.green() - photo.green()), abs(middle.blue() - photo.blue())) < 40, \
+        (middle.getRgb(), photo.getRgb())
+    viewer.close()
