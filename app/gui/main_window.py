@@ -1018,6 +1018,7 @@ class MainWindow(QMainWindow):
         before, self.last_result = self.last_result, res
         shown, self._shown_request = self._shown_request, self.last_request
         self._search_failed = False
+        self._kept_query = None  # answered: the query it replaced is not to come back
         self.loader.clear_queue()
         # the overlay shows what matches this query; its own photo and copies, its own heat,
         # stretched as the query pane draws it

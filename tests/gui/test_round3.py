@@ -2642,3 +2642,19 @@ def test_the_viewer_zooms_far_holding_no_more_than_the_photo(qtbot, window, tmp_
     assert max(abs(middle.red() - photo.red()), abs(middle.green() - photo.green()), abs(middle.blue() - photo.blue())) < 40, \
         (middle.getRgb(), photo.getRgb())
     viewer.close()
+
+
+def test_a_query_that_breaks_after_it_was_answered_never_brings_back_the_one_before(qtbot, window, tmp_path):
+    """A review: the query a new one replaced was kept until the next failure, so that a second
+    photo searched, then cut off on disk and searched again, put the first photo back in the pane
+    over the second one's results."""
+    root = searched_library(qtbot, window, tmp_path / "lib", 4)
+    second = root / "k02.png"
+    window.set_query_path(str(second))  # as Open… does
+    qtbot.waitUntil(lambda: window.last_request.path == str(second) and window.last_result.request_id == window.last_request.id,
+                    timeout=10000)
+    second.write_bytes(second.read_bytes()[:200])  # cut off while it is the query
+    window.activateWindow()
+    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "cannot read" in window.status_label.text().lower(), timeout=30000)
+    assert window.query_path != str(root / "k01.png") and window.last_request.path != str(root / "k01.png")
