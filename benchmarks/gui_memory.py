@@ -6,7 +6,8 @@ first release reached 2.8 GB indexing 120 photos.
 A window on an empty data folder; the Paris photos (1024 px) are added as a folder and indexed with
 the default model and engine; then one photo is searched and the grid's thumbnails load; the
 viewer opens on the first result, steps through 40 with the Right key, zooms in as far as it goes
-with the overlay on, and closes; 10 more photos are searched. VmRSS is sampled every 50 ms on the GUI thread; the peak (VmHWM) is the kernel's.
+with the overlay on, and closes; 10 more photos are searched; last a 24 MP photo (a Paris photo
+enlarged, added to the folder) is searched and shown at actual size, read whole. VmRSS is sampled every 50 ms on the GUI thread; the peak (VmHWM) is the kernel's.
 """
 from __future__ import annotations
 
@@ -117,6 +118,37 @@ def main():
         settle(800)
     print(f"10 more searches: {status_mb('VmRSS'):.0f} MB; thumbnail cache {win.loader.cached_bytes / 2**20:.0f} MB",
           flush=True)
+    # a photo larger than the viewer's 4096-px copy, at actual size: its own pixels, read whole
+    from PIL import Image
+
+    big = photos / "zz_big_24mp.jpg"
+    with Image.open(sorted(photos.glob("*.jpg"))[0]) as im:
+        im.convert("RGB").resize((6000, 4000), Image.BICUBIC).save(big, quality=90)
+    win.rescan()
+    wait(win.indexingFinished)
+    win.set_query_path(str(big))
+    wait(win.searchFinished, 60_000)
+    settle(1500)
+    row = next(i for i, h in enumerate(win.results_model.hits) if h.path == str(big))
+    win.results_view.setFocus()
+    win.results_view.setCurrentIndex(win.results_model.index(row))
+    QTest.keyClick(win.results_view, Qt.Key_Return)
+    settle(2000)
+    fitted = status_mb("VmRSS")
+    del samples[:]
+    QTest.keyClick(win._viewer, Qt.Key_F)
+    for _ in range(100):  # until the whole photo is drawn
+        settle(100)
+        if win._viewer.picture.base is not None and win._viewer.picture.base.width() == 6000:
+            break
+    settle(500)
+    actual = max(samples + [status_mb("VmRSS")])
+    whole = win._viewer.picture.base is not None and win._viewer.picture.base.width() == 6000
+    win._viewer.close()
+    settle(500)
+    print(f"a 24 MP photo in the viewer: fitted {fitted:.0f} MB; at actual size "
+          f"({'its 6000x4000 pixels' if whole else 'NOT read whole'}): {actual:.0f} MB at most (sampled); "
+          f"closed: {status_mb('VmRSS'):.0f} MB", flush=True)
     win.close()
     shutil.rmtree(tmp, ignore_errors=True)
 

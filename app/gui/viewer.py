@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QPoint, QRect, QRectF, QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QImage, QPainter
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QMessageBox, QPushButton, QScrollArea, QSizePolicy,
                                QVBoxLayout, QWidget)
 
@@ -18,9 +18,12 @@ from ..core.library.service import return_freed_memory
 from .query_view import rgba_qimage
 from .results import copies_words, shown_score
 from .widgets import ElidedLabel
+from .workers import ImageLoader
 
-VIEWER_LOAD = QSize(4096, 4096)  # 1:1 up to 16 MP; larger photos are shown at 4096 px (memory)
+VIEWER_LOAD = QSize(4096, 4096)  # fitted and zoomed out: up to 16 MP, a larger photo scaled to 4096 px (memory)
+FULL_PIXELS = 64_000_000  # zoomed past that copy, photos up to 64 MP are read whole (256 MB at most)
 MAX_ZOOM = 16.0  # screen px per photo px at most (drawn part by part: no memory grows with it)
+OVERLAY_SIDE = 2048  # px: the heat overlay's long side at most (its grid is coarse; drawn stretched)
 
 
 def open_externally(parent, path: str, folder: bool = False) -> bool:
@@ -43,17 +46,20 @@ class PhotoCanvas(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
-        self.base: QImage | None = None  # the photo, scaled down when shown smaller, its heat drawn in
+        self.base: QImage | None = None  # the photo, scaled down when shown smaller
+        self.overlay: QImage | None = None  # the heat overlay (ARGB32, translucent), drawn over it stretched
         self.size_shown = QSize()  # the photo's size on screen, px
         self.text = "Loading…"  # said instead, while there is no photo
 
-    def show_photo(self, base: QImage, shown: QSize) -> None:
-        """Draw `base` (ARGB32) stretched to `shown` (w, h px), centred when the widget is larger."""
-        self.base, self.size_shown, self.text = base, QSize(shown), ""
+    def show_photo(self, base: QImage, shown: QSize, overlay: QImage | None = None) -> None:
+        """Draw `base` stretched to `shown` (w, h px), centred when the widget is larger, and
+        `overlay` over it, stretched to the same place. The photo is never painted on: at actual
+        size `base` is the loaded photo itself, not a copy."""
+        self.base, self.overlay, self.size_shown, self.text = base, overlay, QSize(shown), ""
         self.update()
 
     def show_text(self, text: str) -> None:
-        self.base, self.size_shown, self.text = None, QSize(), text
+        self.base, self.overlay, self.size_shown, self.text = None, None, QSize(), text
         self.update()
 
     def shown_size(self) -> QSize:
@@ -79,10 +85,12 @@ class PhotoCanvas(QWidget):
         part = e.rect() & r
         if part.isEmpty():
             return
-        sx, sy = self.base.width() / r.width(), self.base.height() / r.height()
-        source = QRectF((part.x() - r.x()) * sx, (part.y() - r.y()) * sy, part.width() * sx, part.height() * sy)
-        p.setRenderHint(QPainter.SmoothPixmapTransform, self.base.size() != r.size())
-        p.drawImage(QRectF(part), self.base, source)
+        for img in (self.base, self.overlay):
+            if img is not None:
+                sx, sy = img.width() / r.width(), img.height() / r.height()
+                source = QRectF((part.x() - r.x()) * sx, (part.y() - r.y()) * sy, part.width() * sx, part.height() * sy)
+                p.setRenderHint(QPainter.SmoothPixmapTransform, img.size() != r.size())
+                p.drawImage(QRectF(part), img, source)
 
 
 class ViewerDialog(QDialog):
@@ -100,7 +108,10 @@ class ViewerDialog(QDialog):
         self.row = 0
         self._end = ""  # "the last result" when a step went past an end
         self.fit = True
-        self.zoom = 1.0  # when not fitted: screen pixels per image pixel
+        self.zoom = 1.0  # when not fitted: screen pixels per pixel of the photo's file (100 %: actual size)
+        # the photo read whole when zoomed past its 4096-px copy, one at a time, apart from the
+        # shared cache (one 96 MB photo would push every thumbnail out of it)
+        self.whole = ImageLoader(cache_bytes=0, threads=1, parent=self)
         v = QVBoxLayout(self)
         self.scroll = QScrollArea()
         self.scroll.setAlignment(Qt.AlignCenter)
@@ -158,7 +169,12 @@ class ViewerDialog(QDialog):
         for w in (self.scroll, self.scroll.viewport(), self.picture):
             w.installEventFilter(self)
         loader.loaded.connect(self._on_loaded)
-        self.resize(1000, 700)
+        self.whole.loaded.connect(self._on_loaded)
+        # most of the screen it opens on (trial 32: 1000x700 on a 1920x1080 screen), inside it
+        # (taller than a 768-px screen, its buttons fell off the bottom)
+        room = (parent.screen() if parent is not None else QGuiApplication.primaryScreen()).availableGeometry()
+        self.resize(min(max(1000, round(room.width() * 0.75)), room.width() - 40),
+                    min(max(700, round(room.height() * 0.8)), room.height() - 60))
 
     def _key(self, e):
         """The viewer's action for a key press, or None. Ctrl+H toggles the overlay as in the main
@@ -205,7 +221,7 @@ class ViewerDialog(QDialog):
         at = self._photo_point(anchor) or (0.5, 0.5)
         img = self.loader.get(self.hit.path, VIEWER_LOAD) if self.hit is not None else None
         if self.fit:
-            self.zoom = self._fitted_zoom(img) if img is not None and not img.isNull() else 1.0
+            self.zoom = self._fitted_zoom(self._photo_size(img)) if img is not None and not img.isNull() else 1.0
             self.fit = False
             self.fit_btn.setText("Fit to window")
             self.scroll.setWidgetResizable(False)
@@ -214,6 +230,11 @@ class ViewerDialog(QDialog):
         z = self.zoom * factor
         self.zoom = min(z, max(MAX_ZOOM, self.zoom)) if factor > 1 else max(z, min(0.05, self.zoom))
         self._render()
+        self._keep_in_place(at, anchor)
+
+    def _keep_in_place(self, at: tuple[float, float], anchor: QPoint) -> None:
+        """Scroll the zoomed photo so that its point `at` (fractions of its width and height) lies
+        under `anchor` (viewport px)."""
         size = self.picture.shown_size()
         if not size.isEmpty():
             def place():
@@ -260,11 +281,17 @@ class ViewerDialog(QDialog):
         self._render()
 
     def toggle_fit(self) -> None:
+        """Fitted <-> actual size (100 %: a pixel of the file on a pixel of the screen), about the
+        middle of what is shown (trial 32: actual size opened at the photo's top-left corner, its sky)."""
+        middle = self.scroll.viewport().rect().center()
+        at = self._photo_point(middle) or (0.5, 0.5)
         self.fit = not self.fit
         self.zoom = 1.0
         self.fit_btn.setText("Actual size" if self.fit else "Fit to window")
         self.scroll.setWidgetResizable(self.fit)
         self._render()
+        if not self.fit:
+            self._keep_in_place(at, middle)
 
     def _heat_toggled(self, on: bool) -> None:
         self._render()
@@ -281,6 +308,7 @@ class ViewerDialog(QDialog):
         super().done(r)
         self.picture.show_text("")
         self.loader.forget(VIEWER_LOAD)
+        self.whole.forget(QSize(0, 0))
         return_freed_memory()
 
     def heat_ready(self, image_id: int) -> None:
@@ -303,10 +331,37 @@ class ViewerDialog(QDialog):
         """px: the room a photo fitted to the window takes at most."""
         return self.scroll.viewport().size() - QSize(4, 4)
 
-    def _fitted_zoom(self, img: QImage) -> float:
-        """The scale of `img` (a loaded photo, not null) fitted to the window."""
+    def _fitted_zoom(self, photo: QSize) -> float:
+        """The scale of a photo of `photo` px fitted to the window."""
         room = self._fit_room()
-        return min(room.width() / img.width(), room.height() / img.height())
+        return min(room.width() / photo.width(), room.height() / photo.height())
+
+    def _photo_size(self, copy: QImage) -> QSize:
+        """px: the shown photo's own size (its file's, turned upright), which `copy`, its loaded
+        copy (not null), may be scaled down from; the copy's size when the library's differs in
+        shape (the file changed since) or is not known."""
+        hit, own = self.hit, copy.size()
+        if hit is None or hit.width < own.width() or hit.height < own.height():
+            return own
+        if abs(hit.width * own.height() - hit.height * own.width()) > 0.02 * hit.width * own.height():
+            return own
+        return QSize(hit.width, hit.height)
+
+    def _source(self, copy: QImage, photo: QSize, size: QSize) -> tuple[QImage, str]:
+        """The image to draw `size` px from, and what the caption adds: `copy` (the loaded copy),
+        unless it is shown larger than it holds and the photo is larger; then the photo read whole
+        (asked for, `copy` meanwhile) up to FULL_PIXELS."""
+        if size.width() <= copy.width() or photo.width() <= copy.width():
+            return copy, ""
+        if photo.width() * photo.height() > FULL_PIXELS:
+            return copy, f" (from a {max(copy.width(), copy.height())}-px copy)"
+        whole = self.whole.get(self.hit.path)
+        if whole is None:
+            self.whole.request(self.hit.path)
+            return copy, " (reading the whole photo…)"
+        if whole.isNull() or whole.size() != photo:
+            return copy, f" (from a {max(copy.width(), copy.height())}-px copy)"
+        return whole, ""
 
     def _render(self) -> None:
         hit = self.hit
@@ -314,10 +369,19 @@ class ViewerDialog(QDialog):
             return
         self.setWindowTitle(f"{Path(display(hit.path)).name} — HeatSearch viewer")
         img = self.loader.get(hit.path, VIEWER_LOAD)
+        ready = img is not None and not img.isNull()
+        photo = self._photo_size(img) if ready else QSize()
+        # the zoom is of the photo's own pixels (trial 32: of its 4096-px copy, so that a 6144-px
+        # photo "fitted 23 %" was drawn at 16 %, and at "100 %" two thirds of its pixels showed)
+        if self.fit:
+            size = photo.scaled(self._fit_room(), Qt.KeepAspectRatio) if ready else QSize()
+        else:
+            size = QSize(max(1, round(photo.width() * self.zoom)), max(1, round(photo.height() * self.zoom)))
+        source, whence = self._source(img, photo, size) if ready else (img, "")
         if not self.fit:
-            zoom = f" · {self.zoom:.0%}"
+            zoom = f" · {self.zoom:.0%}{whence}"
         else:  # said too (trial 30: only once zoomed)
-            zoom = f" · fitted {self._fitted_zoom(img):.0%}" if img is not None and not img.isNull() else ""
+            zoom = f" · fitted {size.width() / photo.width():.0%}" if ready else ""
         end = f" · {self._end}" if self._end else ""
         more = f" (and {copies_words(len(hit.hidden_copies))}, One per duplicate)" if hit.hidden_copies else ""
         # the buttons say where the ends are (trial 13: Next stayed enabled on the last result);
@@ -337,19 +401,16 @@ class ViewerDialog(QDialog):
         if img.isNull():
             self.picture.show_text(f"Cannot show this photo: {self.loader.error(hit.path, VIEWER_LOAD) or 'unreadable'}")
             return
-        if self.fit:
-            size = img.size().scaled(self._fit_room(), Qt.KeepAspectRatio)
-        else:
-            size = QSize(max(1, round(img.width() * self.zoom)), max(1, round(img.height() * self.zoom)))
-        # held at most at the photo's own pixels: shown larger, it is stretched as it is drawn
-        base = img.scaled(size, Qt.IgnoreAspectRatio, Qt.SmoothTransformation) if size.width() < img.width() else img
-        base = base.convertToFormat(QImage.Format_ARGB32)
+        # held at most at its pixels (the copy's, or the whole photo's): shown larger, it is
+        # stretched as it is drawn
+        base = source.scaled(size, Qt.IgnoreAspectRatio, Qt.SmoothTransformation) if size.width() < source.width() else source
+        overlay = None
         if self.heat_check.isChecked():
             grid = self.heat_of(hit)
             if grid is not None:
-                p = QPainter(base)
-                p.drawImage(0, 0, rgba_qimage(overlay_rgba(grid, (base.width(), base.height()), 110)))
-                p.end()
-        self.picture.show_photo(base, size)
+                side = base.size().scaled(OVERLAY_SIDE, OVERLAY_SIDE, Qt.KeepAspectRatio) \
+                    if max(base.width(), base.height()) > OVERLAY_SIDE else base.size()
+                overlay = rgba_qimage(overlay_rgba(grid, (side.width(), side.height()), 110))
+        self.picture.show_photo(base, size, overlay)
         if not self.fit:
             self.picture.resize(size)

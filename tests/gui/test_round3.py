@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from PySide6.QtCore import QPoint, QSize, Qt, QTimer
-from PySide6.QtGui import QGuiApplication, QKeySequence
+from PySide6.QtGui import QGuiApplication, QImage, QKeySequence
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QListWidget, QMessageBox, QPushButton
 
 from app.core.heatmap import normalise
@@ -2641,6 +2641,57 @@ def test_the_viewer_zooms_far_holding_no_more_than_the_photo(qtbot, window, tmp_
     middle = seen.pixelColor(seen.width() // 2, seen.height() // 2)
     assert max(abs(middle.red() - photo.red()), abs(middle.green() - photo.green()), abs(middle.blue() - photo.blue())) < 40, \
         (middle.getRgb(), photo.getRgb())
+    viewer.close()
+
+
+def test_actual_size_shows_a_large_photos_own_pixels(qtbot, window, tmp_path):
+    """Trial 32: a photo larger than 4096 px was shown from its 4096-px copy, and its zoom was of
+    that copy: a 6144x3000 photo read "fitted 23%" drawn at 16 %, and at *Actual size* ("100%")
+    two thirds of its pixels showed, each stretched. The zoom is of the photo's own pixels, and
+    at actual size its own pixels are drawn one for one."""
+    root = searched_library(qtbot, window, tmp_path / "lib", 2)
+    write_photo(root / "huge.jpg", 9, size=(6000, 2400))
+    window.activateWindow()
+    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: any(h.path.endswith("huge.jpg") for h in window.results_model.hits), timeout=60000)
+    row = next(i for i, h in enumerate(window.results_model.hits) if h.path.endswith("huge.jpg"))
+    viewer = open_viewer(qtbot, window, row=row)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=20000)
+    qtbot.wait(200)  # at its size
+    fitted = viewer.picture.shown_size().width() / 6000
+    assert f" · fitted {fitted:.0%} · " in viewer.caption.text(), (fitted, viewer.caption.text())
+    qtbot.keyClick(viewer.scroll, Qt.Key_F)
+    assert " · 100%" in viewer.caption.text(), viewer.caption.text()
+    qtbot.waitUntil(lambda: viewer.picture.base is not None and viewer.picture.base.size() == QSize(6000, 2400), timeout=20000)
+    assert viewer.picture.shown_size() == QSize(6000, 2400) and " · 100% · " in viewer.caption.text(), viewer.caption.text()
+    # about the middle of the photo, as it was fitted (not its top-left corner, the sky)
+    bars = viewer.scroll.horizontalScrollBar(), viewer.scroll.verticalScrollBar()
+    qtbot.waitUntil(lambda: all(b.maximum() > 0 and abs(b.value() - b.maximum() / 2) <= 0.05 * b.maximum() for b in bars),
+                    timeout=3000)
+    # what is on screen, one for one: a patch of the window is the same patch of the file
+    bars[0].setValue(3000)
+    bars[1].setValue(1000)
+    qtbot.wait(100)
+    seen = viewer.scroll.viewport().grab().toImage().convertToFormat(QImage.Format_RGB888)
+    at = viewer.picture.mapFrom(viewer.scroll.viewport(), QPoint(0, 0))
+    screen = np.frombuffer(seen.constBits(), np.uint8).reshape(seen.height(), seen.bytesPerLine())[:, :seen.width() * 3]
+    screen = screen.reshape(seen.height(), seen.width(), 3)[:64, :64].astype(int)
+    with Image.open(root / "huge.jpg") as im:
+        photo = np.asarray(im.convert("RGB").crop((at.x(), at.y(), at.x() + 64, at.y() + 64))).astype(int)
+    assert np.abs(screen - photo).mean() < 6, np.abs(screen - photo).mean()
+    viewer.close()
+    assert viewer.whole.get(viewer.hit.path) is None  # let go with the viewer
+
+
+def test_the_viewer_opens_on_most_of_the_screen_and_inside_it(qtbot, window, tmp_path):
+    """Trial 32: the viewer opened at 1000x700 whatever the screen (a small window in the middle
+    of a 1920x1080 one), and wider than a screen narrower than 1000 px."""
+    searched_library(qtbot, window, tmp_path / "lib", 2)
+    viewer = open_viewer(qtbot, window)
+    room = window.screen().availableGeometry()
+    assert viewer.width() >= min(0.7 * room.width(), room.width() - 40) and viewer.height() >= min(0.75 * room.height(), 700)
+    least = viewer.minimumSizeHint()  # its buttons in a row (the window's own minimum is 960x620)
+    assert viewer.width() <= max(room.width(), least.width()) and viewer.height() <= room.height(), (viewer.size(), room)
     viewer.close()
 
 
