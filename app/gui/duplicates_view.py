@@ -68,12 +68,14 @@ class WrapWords(QStyledItemDelegate):
         option.textElideMode = Qt.ElideRight
 
 
-class MiddleElided(QStyledItemDelegate):
-    """A file name cut in its middle: its start and its extension both say which it is (trial 20:
-    cut at the start, "…S30__2_.jpg" lost the camera's name)."""
+class WrapName(QStyledItemDelegate):
+    """A file name on the lines of its thumbnail's row (trial 32: a long name cut to one line,
+    "Summer holiday i…inal edit v3.jpg"), cut in its middle past them: its start and its extension
+    both say which it is (trial 20: cut at the start, "…S30__2_.jpg" lost the camera's name)."""
 
     def initStyleOption(self, option, index):
         super().initStyleOption(option, index)
+        option.features |= QStyleOptionViewItem.WrapText
         option.textElideMode = Qt.ElideMiddle
 
 
@@ -129,7 +131,7 @@ class DuplicatesDialog(QDialog):
         self.tree.setTextElideMode(Qt.ElideLeft)  # a folder's end says which it is ("…/photos/objects")
         self._why_delegate = WrapWords(self.tree)
         self.tree.setItemDelegateForColumn(3, self._why_delegate)
-        self._name_delegate = MiddleElided(self.tree)
+        self._name_delegate = WrapName(self.tree)
         self.tree.setItemDelegateForColumn(0, self._name_delegate)
         self.tree.setToolTip("The first photo of each group is the original, the one to keep: no added border, not a crop, "
                              "not enlarged, most pixels, the camera's file, the original format, the oldest file, "

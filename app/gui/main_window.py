@@ -1131,13 +1131,16 @@ class MainWindow(QMainWindow):
         if shown and others and max(others) < 0.5:
             # every photo reads as no match (trial 19: after the query's own folder was removed,
             # 100 results at 0.00 were listed as if they were found)
-            # (with a cut-off the grid shows the best: the line stays short, trial 23 read it cut at "(…")
-            best = "" if hidden else f" (best {max(others):.2f})"
+            # (with a cut-off the grid shows the best, and with copies in tiles the line is long
+            # enough: it stays short, trials 23 and 32 read it cut at "(…")
+            best = "" if hidden or folded else f" (best {max(others):.2f})"
             msg += f"; no {'other ' if len(others) < len(hits) else ''}close match{best}"
         where = "the photos the filter keeps" if self.results.filters().active else "the library"  # trial 30: "the library" under a date filter
-        self.results_view.set_empty_note(
-            f"No result reads {cut:.2f} or more (the relevance cut-off): {where} may hold nothing like this.\n"
-            f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")
+        if hits or self.last_result is not None:  # before the first answer the grid says what it is for (trial 32: blank
+            # at every start after the first, when a remembered cut-off was applied) or "Searching…"
+            self.results_view.set_empty_note(
+                f"No result reads {cut:.2f} or more (the relevance cut-off): {where} may hold nothing like this.\n"
+                f"Move the Relevance slider to the left to see the {len(hits)} nearest photos." if hits and not shown else "")
         self.results.info.setText(msg)
         if folded:  # the whole line, then what the copies are
             self.results.info.setToolTip(f"{msg}\nOne per duplicate shows one photo of each set of copies: "

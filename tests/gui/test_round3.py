@@ -1122,6 +1122,8 @@ def test_one_per_duplicate_shows_the_original_at_the_place_of_its_best_copy(qtbo
     assert "(and 2 copies, One per duplicate)" in viewer.caption.text()
     # trial 9: the count line read as if the cut-off hid them
     assert window.results.info.text().startswith("8 results (+2 copies in a tile);"), window.results.info.text()
+    # trial 32: "100 results (+3 copies in 3 tiles); no other close match (best…" was cut at 1366 px
+    assert "(best" not in window.results.info.text(), window.results.info.text()
     # trial 25: "47 shown (+1 copy) of 100; the cut-off hides 53" read as 101 photos
     slider = window.results.cutoff
     slider.setFocus()
@@ -1373,6 +1375,50 @@ def test_a_new_query_starts_at_the_top_and_closes_the_viewer_of_the_old_results(
     search(qtbot, window, photo_dir / "scene2" / "img0.jpg")  # e.g. Find similar on another photo
     assert not viewer.isVisible()
     qtbot.waitUntil(lambda: bar.value() == 0, timeout=3000)
+
+
+def test_duplicates_shows_a_long_name_on_the_lines_of_its_row(qtbot, window, tmp_path):
+    """Trial 32: a long name was cut to one line in Duplicates ("Summer holiday i…inal edit
+    v3.jpg") beside a thumbnail with room for three. It wraps: its cell's text spans more than one
+    line of the font."""
+    from tests.gui.test_features import library_with_copies
+
+    d = library_with_copies(tmp_path)
+    long_name = "Summer holiday in Paris with the whole family - Moulin Rouge at night final edit v3.png"
+    (d / "b" / "p0-copy.png").rename(d / "b" / long_name)
+    index_folder(qtbot, window, d)
+    window.dup_action.trigger()
+    dlg = window._dups
+    qtbot.waitUntil(lambda: bool(dlg.groups) and dlg.shown == dlg.runner.n, timeout=20000)
+    tree = dlg.tree
+    item = next(g.child(i) for g in (tree.topLevelItem(k) for k in range(tree.topLevelItemCount()))
+                for i in range(g.childCount()) if g.child(i).text(0) == long_name)
+    tree.scrollToItem(item)
+    qtbot.wait(100)
+    rect = tree.visualItemRect(item)
+    rect.setLeft(rect.left() + tree.iconSize().width() + 8)  # the name, right of its thumbnail
+    rect.setRight(tree.header().sectionViewportPosition(1) - 1)
+    cell = tree.viewport().grab(rect).toImage()
+    ink = [y for y in range(cell.height()) if any(cell.pixelColor(x, y).lightness() < 110 for x in range(cell.width()))]
+    assert ink and ink[-1] - ink[0] > 1.5 * tree.fontMetrics().height(), (ink[:1], ink[-1:], tree.fontMetrics().height())
+    dlg.close()
+
+
+def test_the_library_pane_tells_one_folder_from_the_next(qtbot, window, tmp_path):
+    """Trial 32: each folder's name and count were two lines like any other, so that 4 folders read
+    as a list of 8 items. Each folder is a band of its own colour, the next one's differs."""
+    for name in ("one", "two"):
+        write_photo(tmp_path / name / "a.png", len(name), size=(120, 90))
+        index_folder(qtbot, window, tmp_path / name)
+    lst = window.library.folder_list
+    qtbot.waitUntil(lambda: lst.count() == 2, timeout=10000)
+    seen = lst.viewport().grab().toImage()
+    first, second = (lst.visualItemRect(lst.item(i)) for i in range(2))
+    assert first.height() >= 2 * lst.fontMetrics().height()  # name and count: two lines
+    # sampled right of the words, at each band's middle
+    a, b = (seen.pixelColor(r.right() - 3, r.center().y()) for r in (first, second))
+    assert a != b, (a.name(), b.name())
+    assert seen.pixelColor(first.right() - 3, first.top() + 2) == a  # one colour down the band
 
 
 def test_one_per_duplicate_is_remembered(qtbot, tiny_home):
@@ -2574,6 +2620,30 @@ def test_the_grid_says_what_it_is_for_before_and_during_the_first_search(qtbot, 
     assert view.empty_note == "Searching…"  # the answer has not been taken yet: no event loop ran since the click
     qtbot.waitUntil(lambda: window.last_result is not None, timeout=10000)
     assert view.empty_note == "" and window.results_model.rowCount() == 3
+
+
+def test_the_grid_says_what_it_is_for_at_every_start(qtbot, tiny_home, tmp_path):
+    """Trial 32: the grid said what it is for at the first start only: at every later one the
+    cut-off remembered from the day before, applied at start, left it blank."""
+    from app.gui.main_window import BEFORE_SEARCH
+
+    root = tmp_path / "lib"
+    for i in range(3):
+        write_photo(root / f"k{i:02d}.png", i, size=(120, 90))
+    win = make_window(qtbot, tiny_home)
+    index_folder(qtbot, win, root)
+    assert win.results_view.empty_note == BEFORE_SEARCH
+    win.results.cutoff.setFocus()
+    for _ in range(5):
+        qtbot.keyClick(win.results.cutoff, Qt.Key_Right)
+    assert win.results.min_score > 0
+    win.close()
+    again = make_window(qtbot, tiny_home)
+    try:
+        qtbot.waitUntil(lambda: again.library.folder_list.count() == 1, timeout=10000)
+        assert again.results.min_score > 0 and again.results_view.empty_note == BEFORE_SEARCH, again.results_view.empty_note
+    finally:
+        again.close()
 
 
 def test_an_empty_grid_under_a_filter_blames_the_filter_not_the_library(qtbot, window, tmp_path):
