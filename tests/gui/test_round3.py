@@ -2666,17 +2666,24 @@ def test_an_empty_grid_under_a_filter_blames_the_filter_not_the_library(qtbot, w
     assert "the photos the filter keeps may hold nothing like this" in window.results_view.empty_note
 
 
+def viewer_on_a_new_photo(qtbot, window, path, size):
+    """A photo of `size` (w, h) written at `path` in the searched library, found by Rescan (a
+    click) among the results, and opened in the viewer (a click and Enter), drawn fitted."""
+    write_photo(path, 9, size=size)
+    window.activateWindow()
+    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: any(h.path == str(path) for h in window.results_model.hits), timeout=60000)
+    row = next(i for i, h in enumerate(window.results_model.hits) if h.path == str(path))
+    viewer = open_viewer(qtbot, window, row=row)
+    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=20000)
+    qtbot.wait(200)  # at its size
+    return viewer
+
+
 def test_the_viewer_says_its_zoom_when_fitted_too(qtbot, window, tmp_path):
     """Trial 30: fitted to the window the viewer said no zoom (only after a wheel or +)."""
     root = searched_library(qtbot, window, tmp_path / "lib", 3)
-    write_photo(root / "big.png", 9, size=(2400, 1800))
-    window.activateWindow()
-    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
-    qtbot.waitUntil(lambda: any(h.path.endswith("big.png") for h in window.results_model.hits), timeout=30000)
-    row = next(i for i, h in enumerate(window.results_model.hits) if h.path.endswith("big.png"))
-    viewer = open_viewer(qtbot, window, row=row)
-    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
-    qtbot.wait(200)  # at its size
+    viewer = viewer_on_a_new_photo(qtbot, window, root / "big.png", (2400, 1800))
     fitted = viewer.picture.shown_size().width() / 2400
     assert fitted < 0.5 and f" · fitted {fitted:.0%} · " in viewer.caption.text(), (fitted, viewer.caption.text())
     qtbot.keyClick(viewer.scroll, Qt.Key_F)
@@ -2720,14 +2727,7 @@ def test_actual_size_shows_a_large_photos_own_pixels(qtbot, window, tmp_path):
     two thirds of its pixels showed, each stretched. The zoom is of the photo's own pixels, and
     at actual size its own pixels are drawn one for one."""
     root = searched_library(qtbot, window, tmp_path / "lib", 2)
-    write_photo(root / "huge.jpg", 9, size=(6000, 2400))
-    window.activateWindow()
-    qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
-    qtbot.waitUntil(lambda: any(h.path.endswith("huge.jpg") for h in window.results_model.hits), timeout=60000)
-    row = next(i for i, h in enumerate(window.results_model.hits) if h.path.endswith("huge.jpg"))
-    viewer = open_viewer(qtbot, window, row=row)
-    qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=20000)
-    qtbot.wait(200)  # at its size
+    viewer = viewer_on_a_new_photo(qtbot, window, root / "huge.jpg", (6000, 2400))
     fitted = viewer.picture.shown_size().width() / 6000
     assert f" · fitted {fitted:.0%} · " in viewer.caption.text(), (fitted, viewer.caption.text())
     qtbot.keyClick(viewer.scroll, Qt.Key_F)
