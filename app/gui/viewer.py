@@ -112,6 +112,7 @@ class ViewerDialog(QDialog):
         # the photo read whole when zoomed past its 4096-px copy, one at a time, apart from the
         # shared cache (one 96 MB photo would push every thumbnail out of it)
         self.whole = ImageLoader(cache_bytes=0, threads=1, parent=self)
+        self._whole_of = ""  # the path of the photo it reads for (another shown: let go)
         v = QVBoxLayout(self)
         self.scroll = QScrollArea()
         self.scroll.setAlignment(Qt.AlignCenter)
@@ -357,6 +358,7 @@ class ViewerDialog(QDialog):
             return copy, f" (from a {max(copy.width(), copy.height())}-px copy)"
         whole = self.whole.get(self.hit.path)
         if whole is None:
+            self.whole.clear_queue()  # photos paged past at actual size are not read after it
             self.whole.request(self.hit.path)
             return copy, " (reading the whole photo…)"
         if whole.isNull() or whole.size() != photo:
@@ -368,6 +370,9 @@ class ViewerDialog(QDialog):
         if hit is None:
             return
         self.setWindowTitle(f"{Path(display(hit.path)).name} — HeatSearch viewer")
+        if hit.path != self._whole_of:  # another photo: the last one read whole (up to 256 MB) goes
+            self.whole.forget(QSize(0, 0))
+            self._whole_of = hit.path
         img = self.loader.get(hit.path, VIEWER_LOAD)
         ready = img is not None and not img.isNull()
         photo = self._photo_size(img) if ready else QSize()
@@ -402,8 +407,10 @@ class ViewerDialog(QDialog):
             self.picture.show_text(f"Cannot show this photo: {self.loader.error(hit.path, VIEWER_LOAD) or 'unreadable'}")
             return
         # held at most at its pixels (the copy's, or the whole photo's): shown larger, it is
-        # stretched as it is drawn
-        base = source.scaled(size, Qt.IgnoreAspectRatio, Qt.SmoothTransformation) if size.width() < source.width() else source
+        # stretched as it is drawn; the whole photo shown smaller too (only the part on screen is
+        # drawn: scaling all of it at each zoom step took the GUI thread's time)
+        base = source.scaled(size, Qt.IgnoreAspectRatio, Qt.SmoothTransformation) \
+            if size.width() < source.width() and source is img else source
         overlay = None
         if self.heat_check.isChecked():
             grid = self.heat_of(hit)

@@ -243,8 +243,11 @@ class _Task(QRunnable):
         if key is None:
             return
         path, w, h = key
-        img, err = read_qimage(path, QSize(w, h) if w else None)
-        self.loader._deliver(key, img, err)
+        img, err = QImage(), "cannot read the file"
+        try:
+            img, err = read_qimage(path, QSize(w, h) if w else None)
+        finally:  # delivered whatever happens: it is no longer being read
+            self.loader._deliver(key, img, err)
 
 
 class ImageLoader(QObject):
@@ -263,6 +266,7 @@ class ImageLoader(QObject):
         self._queue: list[tuple] = []
         self._queued: set[tuple] = set()
         self._forgotten: set[tuple] = set()  # sizes let go (`forget`) and not asked for since
+        self._reading: set[tuple] = set()  # taken from the queue, not delivered yet (asked again: read once)
         self._lock = threading.Lock()
         self.pool = QThreadPool(self)
         self.pool.setMaxThreadCount(threads)
@@ -286,7 +290,7 @@ class ImageLoader(QObject):
         key = self._key(path, size)
         with self._lock:
             self._forgotten.discard(key[1:])
-            if key in self._cache:
+            if key in self._cache or key in self._reading:
                 return
             if key in self._queued:
                 self._queue.remove(key)
@@ -321,10 +325,12 @@ class ImageLoader(QObject):
                 return None
             key = self._queue.pop()
             self._queued.discard(key)
+            self._reading.add(key)
             return key
 
     def _deliver(self, key, img: QImage, err: str) -> None:
         with self._lock:
+            self._reading.discard(key)
             if key[1:] in self._forgotten:  # read for a viewer closed since
                 return
             old = self._cache.pop(key, None)
