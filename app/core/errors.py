@@ -33,6 +33,12 @@ class CatalogError(HeatSearchError):
     """The catalog is unusable (newer schema, locked, corrupt)."""
 
 
+class ServerUnreachable(CatalogError):
+    """A shared library's server does not answer (stopped, unreachable, the connection dropped).
+    A state, not a fault of the call: the service reports it once, fails fast while it lasts and
+    retries by itself; the message says where, in one line."""
+
+
 class StaleSnapshotError(CatalogError):
     """A reader's snapshot points at vectors the writer has since replaced (a refit on a shared
     library): take a fresh snapshot and search again."""
@@ -42,8 +48,14 @@ class LibraryBusyError(HeatSearchError):
     """Another process holds the library's write lock; the message names it."""
 
 
+class LockLostError(LibraryBusyError):
+    """The writer lock was lost while writing (its connection to the server dropped): the writer
+    stops before its next batch and goes on once it holds the lock again."""
+
+
 class ReadOnlyError(HeatSearchError):
-    """A change was asked of a library opened read-only (another process is writing it)."""
+    """A change was asked of a library this client may only search (a searcher role, a read-only
+    data folder)."""
 
 
 class InputError(HeatSearchError):
