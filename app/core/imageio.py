@@ -22,10 +22,25 @@ from PIL import Image, ImageFile, ImageOps
 
 from .errors import ImageError
 
-# Pillow warns about damaged metadata (corrupt EXIF, a tag larger than the file) on photos it still
-# reads: never worth a line. Process-wide, because catch_warnings is not thread-safe and indexing
-# decodes in threads (EXIF is also parsed later, by exif_transpose).
-warnings.filterwarnings("ignore", category=UserWarning, module=r"PIL\.(TiffImagePlugin|Image|JpegImagePlugin)")
+# Pillow warns about damaged metadata (corrupt EXIF, a tag larger than the file, a malformed MPO or
+# APNG) on photos it still reads: never worth a line. One process-wide filter does it, and this module
+# never uses warnings.catch_warnings: that saves and restores the global filter list, so blocks
+# entered and left interleaved by decode threads leave a wrong list behind for good. Only Pillow's
+# plain UserWarnings from its image modules are silenced; every other warning still shows.
+_PIL_MODULES = r"PIL\.(\w+ImagePlugin|Image)$"
+
+
+def _quiet_pillow() -> None:
+    """Install the filter unless it is there. Idempotent, so the filter list changes at most once:
+    at import, or again at the next read when the import ran inside someone's catch_warnings block
+    (pytest's collection is one), whose exit dropped it."""
+    for action, _msg, category, module, _line in warnings.filters:
+        if action == "ignore" and category is UserWarning and module is not None and module.pattern == _PIL_MODULES:
+            return
+    warnings.filterwarnings("ignore", category=UserWarning, module=_PIL_MODULES)
+
+
+_quiet_pillow()
 
 # Formats we index. JPEG, PNG, WebP, TIFF, BMP, GIF (first frame) and AVIF come with Pillow;
 # HEIC/HEIF with the pillow-heif plugin; camera RAW with rawpy (both regular dependencies).
@@ -50,7 +65,8 @@ except Exception as _e:  # noqa: BLE001
 # The size cap, explicit: photos up to 200 megapixels are indexed (cameras stop near 100 MP;
 # panoramas reach 200); larger files are refused from their header, before a pixel is decoded
 # (`decode`, `image_size`). Pillow's own decompression-bomb check (a warning from 89 MP) is
-# replaced by this one, so it never refuses a photo we accept.
+# replaced by this one, so it never refuses a photo we accept and never warns (no warning is turned
+# into an error anywhere: the size is compared here, from the header).
 MAX_PIXELS = 200_000_000
 Image.MAX_IMAGE_PIXELS = None
 MIN_SIDE = 16  # smaller images cannot be described (a 1x1 map has no graph): skipped with a reason
@@ -93,6 +109,8 @@ def _to_rgb(img: Image.Image) -> Image.Image:
     """RGB, with 16-bit and float images scaled to 8 bits (Pillow's convert would clip them to white)."""
     if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
         a = np.asarray(img, dtype=np.float64)
+        if img.mode == "F":  # NaN/inf pixels as black: a finite scale, and no numpy warning on the cast
+            a = np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
         top = 65535.0 if img.mode.startswith("I;16") else max(float(a.max()), 1.0)
         if img.mode == "I" and a.max() <= 255:
             top = 255.0
@@ -198,6 +216,7 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
         size, name = st.st_size, os.fspath(path)
     if size == 0:
         raise ImageError("empty file (0 bytes)")
+    _quiet_pillow()
     ext = os.path.splitext(name)[1].lower()
     if ext in UNAVAILABLE:
         raise ImageError(f"cannot be read here: {UNAVAILABLE[ext]}; kept, and read when it can be", retry=True)
@@ -209,10 +228,8 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
         except Exception as e:  # noqa: BLE001
             raise ImageError(_raw_reason(e)) from e
     try:
-        with (open(path, "rb") if name else _nullctx(path)) as fh, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "Corrupt EXIF data" and the like: the photo is still read
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(fh)
+        with (open(path, "rb") if name else _nullctx(path)) as fh:
+            img = Image.open(fh)  # "Corrupt EXIF data" and the like: silenced by the filter above
             w, h = img.size
             if w * h > max_pixels:
                 raise ImageError(f"image too large ({w}x{h} = {w * h / 1e6:.1f} MP; the limit is {max_pixels / 1e6:.0f} MP)")
@@ -233,7 +250,7 @@ def decode(path, max_pixels: int = MAX_PIXELS, draft_side: int | None = None) ->
         raise
     except PermissionError as e:
         raise ImageError("permission denied", retry=True) from e
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+    except Image.DecompressionBombError as e:  # only if a caller set Image.MAX_IMAGE_PIXELS again
         raise ImageError(f"image too large (decompression bomb guard): {e}") from e
     except Image.UnidentifiedImageError as e:
         raise ImageError("not an image (or an unsupported format)") from e
@@ -340,9 +357,9 @@ def clip_box(box, size) -> tuple[int, int, int, int]:
 def stored_orientation(path) -> int:
     """The EXIF orientation tag of a photo's file (1-8; 1 when it has none or cannot be read): how
     its pixels are stored against how it is shown."""
+    _quiet_pillow()
     try:
-        with warnings.catch_warnings(), Image.open(path) as img:
-            warnings.simplefilter("ignore")
+        with Image.open(path) as img:
             o = img.getexif().get(0x0112, 1)
             return o if o in range(1, 9) else 1
     except Exception:  # noqa: BLE001 - a word in Duplicates, never a reason to fail
@@ -359,8 +376,8 @@ def image_size(path) -> tuple[int, int]:
     try:
         if os.stat(path).st_size == 0:
             raise ImageError("empty file (0 bytes)")
-        with warnings.catch_warnings(), Image.open(path) as img:
-            warnings.simplefilter("ignore")  # a corrupt EXIF block is no reason to print anything
+        _quiet_pillow()
+        with Image.open(path) as img:  # a corrupt EXIF block prints nothing (the filter above)
             w, h = img.size
             if w * h > MAX_PIXELS:
                 raise ImageError(f"image too large ({w}x{h} = {w * h / 1e6:.1f} MP; the limit is {MAX_PIXELS / 1e6:.0f} MP)")

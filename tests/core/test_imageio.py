@@ -77,3 +77,37 @@ def test_a_file_that_ends_early_is_said_in_words():
         with pytest.raises(ImageError) as e:
             decode(f)
     assert str(e.value) == "corrupt or truncated image: the file ends early (an incomplete copy or download)"
+
+
+def test_decoding_in_threads_leaves_the_warning_filters_alone(tmp_path, monkeypatch):
+    """Indexing decodes in 4 threads: decoding changes no process-wide warning state (a
+    catch_warnings block per call, entered and left interleaved across threads, left an "ignore
+    everything" filter behind for good), while a photo's damaged EXIF is still never shown."""
+    import uuid
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.core.imageio import image_size, stored_orientation
+
+    img = Image.open(write_photo(tmp_path / "e.png", 9, size=(200, 150))).convert("RGB")
+    # five Make tags each claiming 4 GB: Pillow warns "Tag data larger than file" at every read
+    exif = b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x05" + b"\x01\x0f\x00\x02\x00\x00\xff\xff\x00\x00\x00\x40" * 5 + b"\x00" * 8
+    img.save(tmp_path / "bad-exif.jpg", exif=exif)
+    files = [tmp_path / "bad-exif.jpg"] + [write_photo(tmp_path / f"p{i}.jpg", i, size=(160, 120)) for i in range(24)]
+    shown: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *a, **k: shown.append(str(message)))
+    decode(files[0])  # the one filter imageio keeps (pytest's collection dropped the one set at import)
+    before = list(warnings.filters)
+
+    def read(path):
+        decode(path, draft_side=64)
+        image_size(path)
+        stored_orientation(path)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(read, files * 20))
+    assert warnings.filters == before
+    assert shown == []  # damaged EXIF read silently
+    text = f"still shown {uuid.uuid4()}"
+    warnings.warn(text, UserWarning)
+    assert shown == [text]
