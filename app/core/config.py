@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -90,6 +91,17 @@ LIMITS = {  # field -> (min, max)
 }
 
 
+class _NotFinite(str):
+    """A number in settings.json that is no finite number (1e400, Infinity, -Infinity, NaN), kept as
+    written: Python's json reads those as inf/nan, which no setting can hold (int(inf) raises
+    OverflowError), so `from_dict` names it and uses the field's default."""
+
+
+def _json_float(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else _NotFinite(text)
+
+
 @dataclass
 class Settings:
     """Every user option in one place. Fields marked (space) define the descriptor space: changing
@@ -127,7 +139,7 @@ class Settings:
         if not f.exists():
             return cls()
         try:
-            data = json.loads(f.read_text())
+            data = json.loads(f.read_text(), parse_float=_json_float, parse_constant=_NotFinite)
         except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested thousands deep
             s = cls()
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e).splitlines()[0][:120]
@@ -150,6 +162,10 @@ class Settings:
             if fl.name in ("version", "problems") or fl.name not in data:
                 continue
             value = data[fl.name]
+            if isinstance(value, _NotFinite):
+                s.problems.append(f"settings: {fl.name}: {value} is not a finite number; "
+                                  f"using the default {getattr(cls(), fl.name)!r}")
+                continue
             try:
                 setattr(s, fl.name, validate(fl.name, value))
             except InputError as e:
@@ -175,8 +191,10 @@ def validate(name: str, value):
             raise InputError(f"'{name}' must be true or false, not {value!r}")
         return value
     if isinstance(default, (int, float)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"'{name}' must be a number, not {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):  # int(inf) would raise OverflowError
+            raise InputError(f"'{name}' must be a finite number, not {value!r}")
         if isinstance(default, int):
             if int(value) != value:
                 raise InputError(f"'{name}' must be a whole number, not {value!r}")

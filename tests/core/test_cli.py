@@ -113,3 +113,33 @@ def test_the_help_says_how_to_open_the_window(capsys):
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "With no command" in out and "opens the window" in out and "--query PHOTO" in out, out
+
+
+
+def test_a_non_finite_number_in_settings_is_named_and_the_default_used(tmp_path):
+    """settings.json is read by Python's json, which takes 1e400 as inf and Infinity/NaN as
+    themselves: such a value is one line naming the field and the value as written, the default
+    stands in, and a command answers exactly as with any other bad setting (same exit code, same
+    other lines), never `internal error: OverflowError`."""
+    from app.core.config import Settings
+
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def status(field, text):
+        (home / "settings.json").write_text('{"version": 2, "batch_size": 4, "%s": %s}' % (field, text))
+        r = subprocess.run([sys.executable, "-m", "app", "status", "--home", str(home)], capture_output=True,
+                           text=True, cwd=ROOT, timeout=300)
+        assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+        return r.returncode, r.stderr.strip().splitlines()
+
+    rc, lines = status("max_side", '"big"')  # a settings problem of another kind: the baseline
+    assert lines[0].startswith("heatsearch: settings: 'max_side' must be")
+    for field, text in (("max_side", "1e400"), ("qe_alpha", "Infinity"), ("top", "NaN"), ("dim", "-Infinity"),
+                        ("backbone", "-1e999")):
+        (home / "settings.json").write_text('{"version": 2, "batch_size": 4, "%s": %s}' % (field, text))
+        s = Settings.load(home)
+        default = getattr(Settings(), field)
+        assert getattr(s, field) == default and s.batch_size == 4
+        assert s.problems == [f"settings: {field}: {text} is not a finite number; using the default {default!r}"]
+        assert status(field, text) == (rc, [f"heatsearch: {s.problems[0]}", *lines[1:]])
