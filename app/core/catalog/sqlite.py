@@ -32,6 +32,10 @@ class SqliteDialect:
         return str(self.path)
 
     @property
+    def identity(self) -> str:
+        return str(self.path.resolve())
+
+    @property
     def url(self) -> str:
         return f"sqlite:///{self.path}"
 
@@ -96,8 +100,26 @@ class SqliteDialect:
             conn.exec_driver_sql("VACUUM")
         return True
 
-    def prepare_schema(self, engine: Engine) -> None:
+    def can_write(self, engine: Engine) -> bool:
+        """Whether this process may write the catalog: the file (when it exists) and its folder
+        (SQLite writes its journal and WAL beside the file; a new catalog is created there), or
+        the nearest folder above that exists when that folder is not there yet."""
+        folder = self.path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if self.path.exists() and not os.access(self.path, os.W_OK):
+            return False
+        return os.access(folder, os.W_OK | os.X_OK)
+
+    def prepare_schema(self, conn) -> None:
         pass  # the models' own indexes are enough
+
+    @staticmethod
+    def begin(conn) -> None:
+        """Open the transaction on `conn` now. pysqlite begins one only before INSERT, UPDATE or
+        DELETE: without this, each CREATE commits on its own and each SELECT reads the latest
+        commit, so neither a creation nor a set of reads would be one transaction."""
+        conn.exec_driver_sql("BEGIN")
 
     def writer_lock(self, engine: Engine) -> LibraryLock:
         return LibraryLock(self.path.parent)
