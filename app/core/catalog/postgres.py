@@ -17,6 +17,7 @@ import os
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
 from ..errors import CatalogError, LibraryBusyError, StaleSnapshotError
+from . import pgpass
 from .lock import describe, whoami
 
 LOCK_KEY = 0x4865_6174  # pg_advisory_lock key of the writer ("Heat")
@@ -33,6 +35,11 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 EF_SEARCH_MAX = 1000  # pgvector's limit; iterative scans go on beyond it
 VECTOR_TYPE = os.environ.get("HEATSEARCH_PG_VECTOR", "vector")  # vector | halfvec (README: "Large libraries")
+# whether current_user may index: INSERT on the photos, or CREATE where a new library's tables go
+CAN_WRITE_SQL = ("SELECT CASE WHEN to_regclass('images') IS NOT NULL "
+                 "THEN coalesce(has_table_privilege(current_user, to_regclass('images'), 'INSERT'), false) "
+                 "ELSE current_schema() IS NOT NULL AND has_schema_privilege(current_user, current_schema(), 'CREATE') "
+                 "END")
 
 
 def normalise_url(url: str) -> str:
@@ -46,6 +53,7 @@ def mask(url: str) -> str:
     password hidden, no driver name)."""
     scheme, rest = url.split("://", 1)
     rest = re.sub(r"^([^@/]*?):[^@/]*@", r"\1:***@", rest) if "@" in rest.split("/", 1)[0] else rest
+    rest = re.sub(r"([?&]password=)[^&]*", r"\1***", rest)
     return f"postgresql://{rest}" if scheme.lower().startswith("postgres") else f"{scheme}://{rest}"
 
 
@@ -57,10 +65,32 @@ class PostgresDialect:
     name = "postgresql"
     stores_vectors = True
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, passfile=None):
+        """passfile: a libpq password file (the data folder's) for a URL without a password; used
+        only when it holds a line for this URL and neither PGPASSWORD nor PGPASSFILE is set, so
+        libpq's own sources (those, ~/.pgpass, pg_service.conf) answer every other URL."""
         self.url = normalise_url(url)
         self.driver_errors = (psycopg.Error,)
         self._whitenings: dict[tuple[int, int], object] = {}
+        self._read_only = False
+        self.passfile = None
+        if passfile is not None and not pgpass.has_password(self.url) and not os.environ.get("PGPASSFILE") \
+                and not os.environ.get("PGPASSWORD") and pgpass.lookup(Path(passfile), self.url):
+            self.passfile = str(passfile)
+
+    def _connect_args(self) -> dict:
+        args = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "heatsearch"}
+        if self.passfile:
+            args["passfile"] = self.passfile
+        return args
+
+    @property
+    def user(self) -> str:
+        """The user the URL logs in as, for messages ("the user in <url>" when the URL names none)."""
+        try:
+            return make_url(self.url).username or "in the URL"
+        except Exception:  # noqa: BLE001 - only for a message
+            return "in the URL"
 
     @property
     def where(self) -> str:
@@ -70,13 +100,17 @@ class PostgresDialect:
     def engine(self, read_only: bool) -> Engine:
         from pgvector.psycopg import register_vector
 
-        args = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "heatsearch"}
+        self._read_only = read_only
+        args = self._connect_args()
         if read_only:
             args["options"] = "-c default_transaction_read_only=on"
         if not read_only:  # the extension must exist before its types can be registered
             boot = create_engine(self.url, connect_args=args, poolclass=_null_pool())
             with boot.begin() as c:
-                c.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS vector")
+                # looked up first: CREATE EXTENSION is refused in a read-only session (a searcher)
+                # even when the extension is there
+                if not c.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'vector'").first():
+                    c.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS vector")
             boot.dispose()
         engine = create_engine(self.url, connect_args=args, pool_pre_ping=True, pool_size=4, max_overflow=8)
 
@@ -94,7 +128,7 @@ class PostgresDialect:
         """Reach the server once with a short timeout (one line when it cannot be reached)."""
         try:
             plain = make_url(self.url).set(drivername="postgresql").render_as_string(hide_password=False)
-            with psycopg.connect(plain, connect_timeout=CONNECT_TIMEOUT_S, application_name="heatsearch") as con:
+            with psycopg.connect(plain, **self._connect_args()) as con:
                 con.execute("SELECT 1")
         except psycopg.Error as e:
             raise self.explain(e) from e
@@ -106,12 +140,19 @@ class PostgresDialect:
     def explain(self, e: Exception) -> CatalogError:
         """One line saying what is wrong and what to do."""
         orig = getattr(e, "orig", e)
-        msg = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-        low = str(orig).lower()
+        text = self._scrub(str(orig))
+        msg = text.strip().splitlines()[0] if text.strip() else type(orig).__name__
+        low = text.lower()
         where = self.where
-        if "password authentication failed" in low or "no password supplied" in low:
-            return CatalogError(f"the PostgreSQL server refused the user or password in {where}; check them "
-                                "(`heatsearch server status` prints the URL of a server HeatSearch started)")
+        if "no password supplied" in low:
+            return CatalogError(f"no password for {where}: save it once with `heatsearch server login URL` "
+                                "(or set PGPASSWORD, or use ~/.pgpass)")
+        if "password authentication failed" in low:
+            return CatalogError(f"the PostgreSQL server refused the user or password for {where}; check them "
+                                "(`heatsearch server login URL` saves a new password)")
+        if "permission denied for database" in low:
+            return CatalogError(f"the user {self.user} may not connect to the database of {where}; ask for the "
+                                "library's indexer or searcher URL")
         if "does not exist" in low and "database" in low:
             return CatalogError(f"the database in {where} does not exist; create it (createdb) or use the URL that "
                                 "`heatsearch server start` printed")
@@ -122,6 +163,13 @@ class PostgresDialect:
                                   "server closed the connection", "terminating connection")):
             return CatalogError(f"cannot reach the PostgreSQL server of {where}: is it running and reachable from "
                                 "here? (`heatsearch server start` runs one)")
+        if "permission denied to create extension" in low:
+            return CatalogError(f"the database of {where} has no pgvector extension and the user {self.user} may not "
+                                "create it; an administrator runs `heatsearch server init ADMIN_URL` once")
+        if "permission denied" in low or "must be owner" in low or (
+                "read-only transaction" in low and not self._read_only):  # a searcher's sessions are read-only
+            return CatalogError(f"the user {self.user} may only search the library {where}; indexing needs the "
+                                "indexer's URL")
         if 'extension "vector"' in low or "type \"vector\" does not exist" in low:
             return CatalogError(f"the PostgreSQL server of {where} has no pgvector extension; install pgvector there, "
                                 "or use `heatsearch server start` (it ships with it)")
@@ -130,6 +178,23 @@ class PostgresDialect:
         if self.is_lock_error(e):
             return CatalogError(f"the library {where} is locked by another program; wait and try again")
         return CatalogError(f"the PostgreSQL library {where} cannot be used: {msg[:200]}")
+
+    def _scrub(self, text: str) -> str:
+        """A driver's message without the URL's password (some echo the connection string)."""
+        try:
+            password = make_url(self.url).password
+        except Exception:  # noqa: BLE001 - an unparsable URL: nothing to take out
+            password = None
+        return text.replace(password, "***") if password else text
+
+    def can_write(self, engine: Engine) -> bool:
+        """Whether this URL's user may index: INSERT on the photo table, or, before the library
+        has tables, CREATE in the schema they would go in. (An indexer's sessions run as the
+        library's owner, so current_user is the owner there.)"""
+        with engine.connect() as c:
+            ok = c.exec_driver_sql(CAN_WRITE_SQL).scalar()
+            c.rollback()
+        return bool(ok)
 
     def compact(self, engine: Engine) -> bool:
         return False  # autovacuum gives dead rows back; nothing to do by hand
