@@ -282,7 +282,8 @@ def _read_state(data: Path) -> dict:
 def _write_state(data: Path, state: dict) -> None:
     f = data / STATE
     fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # a file left by an older version keeps its mode through O_TRUNC
+    if hasattr(os, "fchmod"):  # a file left by an older version keeps its mode through O_TRUNC
+        os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(state, fh)
 
