@@ -22,7 +22,38 @@ from ..index.vectors import EXACT_MAX_WORK, HnswGraph, beam, top_k
 
 SCALE_SAMPLE = 600  # photos whose pairwise similarities give the library's similarity scale
 
-__all__ = ["Snapshot", "ServerSnapshot", "Shortlist", "FolderInfo", "SpaceInfo"]
+__all__ = ["Snapshot", "ServerSnapshot", "Shortlist", "FolderInfo", "SpaceInfo", "similarities", "sample_ids"]
+
+
+def similarities(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """(k,) float32 cosines of the unit rows `vectors` (k, D) float32 to the unit query `q` (D,):
+    the similarities a shortlist carries, which relevance is read from, on every backend.
+
+    Each is the float64 sum of the rows' float64 products, rounded once to float32. A float32
+    matrix product sums a row in an order that depends on the matrix around it (BLAS blocks rows
+    and columns; how many rows it is given, and where a row sits, change it), so the same photo
+    read 1e-7 apart from a whole-library product and from a shortlist's. In float64 the order
+    changes the sum by ~1e-16, far below float32's rounding step (6e-8 relative): the rounded
+    value is the same wherever it is computed, but for a sum within 1e-16 of a rounding boundary
+    (about one in 10^8)."""
+    return (np.asarray(vectors, np.float64) @ np.asarray(q, np.float64).ravel()).astype(np.float32)
+
+
+def sample_ids(ids: np.ndarray, n: int) -> np.ndarray:
+    """The photos of the similarity scale's sample among the live catalog ids `ids`: sorted by id,
+    every step-th from the first (step = len // n, at least 1), at most n. By catalog id, never by
+    position: a file snapshot's slots and a server table's rows order photos differently, and the
+    sample must be the same photos for the scale to be the same. PostgresDialect.sample_vectors
+    applies this rule in SQL."""
+    ids = np.sort(np.asarray(ids, np.int64))
+    return ids[:: max(1, len(ids) // max(n, 1))][:n]
+
+
+def _by_similarity(sl_ids: np.ndarray, vectors: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, sims): `similarities` of a shortlist and its order, best first, ties by catalog id
+    (the same order whichever backend chose the shortlist, and in whatever order it came)."""
+    sims = similarities(vectors, q)
+    return np.lexsort((sl_ids, -sims)), sims
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,8 +147,10 @@ class Snapshot(_Common):
         allowed = None
         if filters is not None and filters.active:
             allowed = np.isin(self.ids, self.filter_ids(filters)) if self.filter_ids else np.zeros(len(self.ids), bool)
-        slots, sims = self.search_slots(q, k, allowed)
-        return Shortlist(self.ids[slots], sims.astype(np.float32), self.vectors[slots])
+        slots, _ = self.search_slots(q, k, allowed)
+        order, sims = _by_similarity(self.ids[slots], self.vectors[slots], q)
+        slots = slots[order]
+        return Shortlist(self.ids[slots], sims[order], self.vectors[slots])
 
     def search_slots(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (slots, similarities) for a (D,) query, best first, over live slots (and only
@@ -157,8 +190,8 @@ class Snapshot(_Common):
         return labels[best], sims[best]
 
     def _sample(self, n: int) -> np.ndarray:
-        live = np.nonzero(self._live)[0]
-        return self.vectors[live[:: max(1, len(live) // max(n, 1))][:n]]
+        where = self._slots_of(sample_ids(self.ids[self._live], n))
+        return self.vectors[[where[int(i)] for i in sorted(where)]].reshape(-1, self.vectors.shape[1])
 
     def _slots_of(self, ids) -> dict[int, int]:
         ids = np.asarray(list(ids), np.int64)
@@ -203,9 +236,10 @@ class ServerSnapshot(_Common):
             return Shortlist(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, len(q)), np.float32))
         # pgvector's graph (m = 16) needs a wider beam than hnswlib's (M = 32) for the same recall:
         # 1.5 x (benchmarks/pg_latency.py; its own limit is 1,000, iterative scans go on past it)
-        ids, sims, vecs = self.catalog.search_vectors(self.table, np.asarray(q, np.float32).ravel(), k, self._exact(),
-                                                      int(1.5 * beam(k, self.n_alive)), filters, self.n_alive)
-        return Shortlist(ids, sims.astype(np.float32), vecs)
+        ids, _, vecs = self.catalog.search_vectors(self.table, np.asarray(q, np.float32).ravel(), k, self._exact(),
+                                                   int(1.5 * beam(k, self.n_alive)), filters, self.n_alive)
+        order, sims = _by_similarity(ids, vecs, q)
+        return Shortlist(ids[order], sims[order], vecs[order])
 
     def _sample(self, n: int) -> np.ndarray:
         return self.catalog.sample_vectors(self.table, self.whitening.dim, n, self.n_alive)
