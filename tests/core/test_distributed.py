@@ -111,3 +111,37 @@ def test_workers_find_the_photos_where_they_mount_them(tmp_path, few_calibration
     lib.close()
     with pytest.raises(Exception, match="LOCAL=REMOTE"):
         parse_path_map(["nonsense"])
+
+
+def test_a_path_map_that_misses_photos_says_so_and_fails_the_command(tmp_path, few_calibration, ray_cluster, photos,
+                                                                      capsys):
+    """A --path-map whose REMOTE holds only half the photos: the workers' misses are counted on the
+    run's last Progress (`unmapped`), one line names how many and the map to check, and
+    `heatsearch index` exits 1. With the map right, the next run reads them and exits 0."""
+    import json
+    import shutil
+
+    from app.cli import main
+    from tests.core.helpers import tiny_settings
+
+    remote = tmp_path / "mnt" / "photos"
+    shutil.copytree(photos / "a", remote / "a")  # "b" (30 photos) is not where the map says
+    home = tmp_path / "h"
+    tiny_settings().save(home)
+    args = ["index", str(photos), "--home", str(home), "--ray", "auto", "--path-map", f"{photos}={remote}", "--json"]
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    last = json.loads(out.splitlines()[-1])
+    in_b = [ln for ln in out.splitlines() for e in json.loads(ln)["errors"] if "/b/" in e["path"]]
+    assert last["phase"] == "done" and last["unmapped"] == last["failed"] and 30 - 8 <= last["unmapped"] <= 30
+    assert len(in_b) >= last["unmapped"]
+    said = [ln for ln in err.splitlines() if "not found by the Ray workers" in ln]
+    assert len(said) == 1 and f"{last['unmapped']} of " in said[0] and f"--path-map {photos}={remote}" in said[0], err
+    shutil.copytree(photos / "b", remote / "b")
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    last = json.loads(out.splitlines()[-1])
+    assert last["unmapped"] == 0 and last["failed"] == 0 and "not found" not in err
+    assert main(["status", "--json", "--home", str(home)]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert (st["indexed"], st["failed"]) == (60, 0)

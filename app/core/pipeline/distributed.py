@@ -13,7 +13,9 @@ writer commits them batch by batch with the same generation bookkeeping.
   its own reading needs CPU too) and run the model on one thread; one actor per core, or one per
   GPU when the cluster has GPUs.
 - `path_map` (LOCAL=REMOTE): workers that mount the photos elsewhere open REMOTE/...; the catalog
-  keeps the driver's paths.
+  keeps the driver's paths. A photo the driver has but a worker does not find where the map sends
+  it is counted (`RayProducer.unmapped`, the run's Progress.unmapped) and said in one line: a wrong
+  or missing map, never a photo that "could not be read".
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from ..library import paths
 from .produce import ModelSpec, produce
 from .scan import FileInfo
 
-FIELDS_INT = ("folder_id", "size", "mtime_ns", "reuse_of", "width", "height", "phash", "grid_h", "grid_w", "retry")
+FIELDS_INT = ("folder_id", "size", "mtime_ns", "reuse_of", "width", "height", "phash", "grid_h", "grid_w", "retry",
+              "unmapped")
 FIELDS_FLOAT = ("taken", "sharpness", "border")
 
 
@@ -75,6 +78,8 @@ class RecordMaker:
             here = os.fsdecode(bytes(raw_path))
             info = FileInfo(map_path(here, self.path_map), int(size), int(mtime), int(fid))
             rec = produce(info, self.ex, self.mu, self.spec.params, self.reuse)
+            # not there, where this worker was told to look (the driver checks it still has the file)
+            unmapped = bool(rec.error) and not os.path.lexists(info.path)
             cols["path"].append(bytes(raw_path))
             cols["digest"].append(rec.digest)
             cols["error"].append(rec.error.replace(info.path, here).encode("utf-8", "surrogateescape"))
@@ -87,7 +92,7 @@ class RecordMaker:
                          ("reuse_of", -1 if rec.reuse_of is None else rec.reuse_of), ("width", rec.width),
                          ("height", rec.height), ("phash", rec.phash), ("grid_h", gh), ("grid_w", gw),
                          ("retry", int(rec.retry)), ("taken", rec.taken), ("sharpness", rec.sharpness),
-                         ("border", rec.border)):
+                         ("border", rec.border), ("unmapped", int(unmapped))):
                 cols[k].append(v)
         out = {k: np.array(v, dtype=object) for k, v in cols.items() if k in ("path", "digest", "error", "thumb", "camera", "raw", "grid")}
         out.update({k: np.asarray(cols[k], np.int64) for k in FIELDS_INT})
@@ -131,6 +136,7 @@ class RayProducer:
         self.gpus = 0
         self.started_here = False
         self.startup_s = 0.0
+        self.unmapped = 0  # photos of this producer's runs that the workers did not find (the map's fault)
 
     def prepare(self) -> None:
         try:
@@ -201,10 +207,24 @@ class RayProducer:
         # Ray Data's actors restart and retry their batch without limit by default (max_restarts
         # and max_task_retries -1): tests/core/test_distributed.py kills one mid-batch
         it = ds.iter_batches(batch_size=batch, batch_format="numpy", prefetch_batches=1)
+        missed = 0
         for b in it:
+            # a photo gone from the driver too was deleted meanwhile: no fault of the map
+            n = sum(1 for path, u in zip(b["path"], b["unmapped"]) if u and os.path.lexists(os.fsdecode(bytes(path))))
+            missed += n
+            self.unmapped += n  # before the batch is handed on: its Progress counts them
             yield records_of(b)
             if cancelled():
                 return
+        if missed:
+            if self.path_map:
+                where = ("under the mapped folder: check --path-map "
+                         + " ".join(f"{paths.display(local)}={remote}" for local, remote in self.path_map))
+            else:
+                where = ("at this computer's paths: give --path-map LOCAL=REMOTE for where the workers mount "
+                         "the photos")
+            self.log(f"{missed} of {len(rest)} photos were not found by the Ray workers {where}; "
+                     "they are kept as skipped and read again at the next run")
 
     def close(self) -> None:
         if self.started_here:
