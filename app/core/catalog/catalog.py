@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
-from sqlalchemy import case, delete, func, inspect, or_, select, update
+from sqlalchemy import case, delete, func, insert, inspect, or_, select, update
 from sqlalchemy.exc import DBAPIError, DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -40,8 +40,9 @@ def is_url(location) -> bool:
     return isinstance(location, str) and "://" in location
 
 
-def dialect_for(location):
-    """The dialect of a library location: a PostgreSQL URL, or a SQLite file (a path or sqlite:///)."""
+def dialect_for(location, passfile=None):
+    """The dialect of a library location: a PostgreSQL URL, or a SQLite file (a path or sqlite:///).
+    passfile: a libpq password file for a PostgreSQL URL without a password (the data folder's)."""
     if is_url(location):
         scheme = location.split("://", 1)[0].lower()
         if scheme.startswith("postgres"):
@@ -50,7 +51,7 @@ def dialect_for(location):
             except ImportError as e:
                 raise InputError(f"a PostgreSQL library needs the scale packages ({e.name} is missing): "
                                  "pip install 'heatsearch[scale]'") from e
-            return PostgresDialect(location)
+            return PostgresDialect(location, passfile=passfile)
         if scheme == "sqlite":
             from .sqlite import SqliteDialect
 
@@ -68,16 +69,19 @@ class Catalog:
         self.engine = engine
         self.read_only = read_only
         self._session = sessionmaker(engine, expire_on_commit=False)
+        # called before every write transaction: the service's check that it holds the writer
+        # lock (a lock that dropped, or a write outside a write command, raises before anything)
+        self.before_write: Callable[[], None] = lambda: None
         self.on_wait: Callable[[str], None] = lambda msg: None  # told once when another program holds the lock
 
     # ---- opening ---------------------------------------------------------------------------------
     @classmethod
-    def connect(cls, location, read_only: bool = False) -> "Catalog":
+    def connect(cls, location, read_only: bool = False, passfile=None) -> "Catalog":
         """The catalog at `location` (a SQLite file or a PostgreSQL URL), checked (integrity,
         reachability) but not yet created or migrated: `prepare()` does that, under the writer's
         lock. CatalogError with one line saying what to do, and nothing written, when it cannot
-        be used. read_only: never creates or writes."""
-        dialect = dialect_for(location)
+        be used. read_only: never creates or writes. passfile: see `dialect_for`."""
+        dialect = dialect_for(location, passfile)
         try:
             dialect.check()
             return cls(dialect, dialect.engine(read_only), read_only)
@@ -97,22 +101,23 @@ class Catalog:
             raise self.dialect.explain(e) from e
 
     @classmethod
-    def open(cls, location, read_only: bool = False) -> "Catalog":
+    def open(cls, location, read_only: bool = False, passfile=None) -> "Catalog":
         """connect + prepare (for callers that hold no writer lock: tests, tools)."""
-        return cls.connect(location, read_only).prepare()
+        return cls.connect(location, read_only, passfile).prepare()
 
     def _prepare(self) -> None:
-        new = not inspect(self.engine).has_table("meta")
-        if new:
+        if not inspect(self.engine).has_table("meta"):
             if self.read_only:
                 raise CatalogError(f"no catalog in {self.where}: nothing is indexed there yet")
-            Base.metadata.create_all(self.engine)
-            self.dialect.prepare_schema(self.engine)
-            with self._session.begin() as s:
-                s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
-                s.add(State(id=1, generation=0))
+            self._create_or_finish()
             return
         version = self.schema_version()
+        if version == 0:  # tables without a schema row: a creation cut short (or a damaged catalog)
+            if self.read_only:
+                raise CatalogError(f"the catalog {self.where} was never finished (it has no schema version); "
+                                   "run `heatsearch index` on it once to finish it")
+            self._create_or_finish()
+            return
         if version > SCHEMA_VERSION:
             raise CatalogError(f"the catalog {self.where} was written by a newer HeatSearch (schema {version} > "
                                f"{SCHEMA_VERSION}); update HeatSearch or use another library")
@@ -123,6 +128,33 @@ class Catalog:
             from .migrations import migrate
 
             migrate(self.engine, version)
+
+    def _create(self) -> None:
+        """Tables, the dialect's indexes and the meta rows in ONE transaction (SQLite and PostgreSQL
+        both have transactional DDL): a crash leaves either no catalog or a whole one, never tables
+        without a schema version."""
+        with self.engine.begin() as conn:
+            if self.dialect.name == "sqlite":
+                self.dialect.begin(conn)
+            Base.metadata.create_all(conn)
+            self.dialect.prepare_schema(conn)
+            if conn.scalar(select(Meta.value).where(Meta.key == "schema_version")) is None:
+                conn.execute(insert(Meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            if conn.scalar(select(State.id).where(State.id == 1)) is None:
+                conn.execute(insert(State).values(id=1, generation=0))
+
+    def _create_or_finish(self) -> None:
+        """A new catalog, or one with tables but no schema version (left by a creation that was not
+        one transaction): with no photo in it nothing can be lost, so it is created or finished;
+        with photos its schema is unknown, so it is refused in one line."""
+        where = self.where
+        with self._session() as s:
+            photos = s.scalar(select(func.count()).select_from(Image)) if inspect(self.engine).has_table("images") else 0
+        if photos:
+            raise CatalogError(f"the catalog {where} holds {photos} photos but no schema version: it is damaged; restore "
+                               "it from a backup, or start a new library (another data folder or database) and run "
+                               "`heatsearch index` there to rebuild it from your photos")
+        self._create()
 
     def exists(self) -> bool:
         """Whether a HeatSearch catalog is there (False: an empty database or no file)."""
@@ -149,6 +181,14 @@ class Catalog:
         """Whether searched vectors live in the database (PostgreSQL) rather than in files."""
         return self.dialect.stores_vectors
 
+    def writable(self) -> bool:
+        """Whether this client may write the library (False: a searcher's URL, a read-only folder):
+        asked of the database's privileges or the file system, never by trying a write."""
+        try:
+            return bool(self.dialect.can_write(self.engine))
+        except (SQLAlchemyError, OSError, *self.dialect.driver_errors) as e:
+            raise self.dialect.explain(e) from e
+
     def writer_lock(self):
         """The lock that keeps one writer per library across processes and machines."""
         return self.dialect.writer_lock(self.engine)
@@ -168,6 +208,7 @@ class Catalog:
         told = False
         start = time.monotonic()
         while True:
+            self.before_write()
             try:
                 with self._session.begin() as s:
                     return fn(s)
@@ -199,6 +240,27 @@ class Catalog:
     def generation(self) -> int:
         with self._read() as s:
             return int(s.scalar(select(State.generation).where(State.id == 1)) or 0)
+
+    def version(self) -> tuple:
+        """What a reader's view depends on, cheaply compared: the generation, the spaces' states
+        (active, ready, whitening, model, mean) and the folders. Equal versions: nothing to re-read."""
+        with self._read() as s:
+            gen = int(s.scalar(select(State.generation).where(State.id == 1)) or 0)
+            spaces = tuple(s.execute(select(Space.id, Space.active, Space.ready, Space.white_version, Space.model_digest,
+                                            Space.mu_n).order_by(Space.id)).all())
+            folders = tuple(s.execute(select(Folder.id, Folder.path, Folder.state).order_by(Folder.id)).all())
+        return gen, tuple(map(tuple, spaces)), tuple(map(tuple, folders))
+
+    @property
+    def identity(self) -> str:
+        """The library, whoever connects to it: a PostgreSQL server and database without the user,
+        or the SQLite file (what a client remembers about a library is kept under it)."""
+        return self.dialect.identity
+
+    @property
+    def server(self) -> str:
+        """A PostgreSQL library's server in words (HOST:PORT, or "this computer" for its socket)."""
+        return getattr(self.dialect, "server", "")
 
     def guard(self, fn, *a, **kw):
         """Run a read `fn`, turning a database failure into the dialect's one-line CatalogError."""
@@ -282,9 +344,13 @@ class Catalog:
         self._write(write)
 
     def set_model(self, space_id: int, blob: bytes) -> None:
-        """Store an int8 space's own model (features/quantise.py) and its SHA-256."""
+        """Store an int8 space's own model (features/quantise.py) and its SHA-256, once: a space's
+        model is never replaced (clients refuse a model that changes under a space; another
+        model is another space)."""
         def write(s):
-            sp = s.get(Space, space_id)
+            sp = s.get(Space, space_id, with_for_update=True)
+            if sp.model_digest:
+                raise CatalogError("this space has its 8-bit model already; another model is another space")
             sp.model, sp.model_digest = bytes(blob), hashlib.sha256(blob).hexdigest()
 
         self._write(write)
@@ -458,7 +524,16 @@ class Catalog:
             gen = out.generation
             for rec in records:
                 row_id = existing.get(rec.path)
-                if rec.reuse_of is not None and rec.reuse_of in claim and rec.reuse_of not in out.moved and row_id is None:
+                moving = rec.reuse_of is not None and rec.reuse_of in claim and rec.reuse_of not in out.moved and row_id is None
+                if rec.reuse_of is not None and not moving and not rec.error and rec.reuse_of != row_id:
+                    # the row to copy from was looked up when the file was read; it may have been
+                    # described again since (a run's batches commit in any order on a cluster):
+                    # its descriptor serves these bytes only while its digest is still theirs
+                    srow = s.get(Image, rec.reuse_of)
+                    if srow is None or srow.digest != rec.digest or s.get(Descriptor, (rec.reuse_of, space_id)) is None:
+                        out.redo.append(rec.path)
+                        continue
+                if moving:
                     row = s.get(Image, rec.reuse_of)
                     row.path, row.folder_id, row.size, row.mtime_ns = paths.to_db(rec.path), rec.folder_id, rec.size, rec.mtime_ns
                     out.moved.append(rec.reuse_of)
@@ -584,9 +659,11 @@ class Catalog:
     def changes_since(self, space_id: int, generation: int) -> tuple[int, np.ndarray, list[tuple[int, bytes]]]:
         """(generation now, live ids, descriptors written after `generation`) of `space_id`, read in
         one transaction: a reader catching up never mixes two states of the catalog."""
-        with self._session() as s:
-            if self.dialect.name == "postgresql":
+        with self._session() as s:  # closing it rolls the read transaction back
+            if self.dialect.name == "postgresql":  # one snapshot for the whole transaction
                 s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            else:  # pysqlite issues no BEGIN before a SELECT: each would read the latest commit
+                self.dialect.begin(s.connection())
             gen = int(s.scalar(select(State.generation).where(State.id == 1)) or 0)
             live = np.fromiter(s.scalars(select(Descriptor.image_id).join(Image, Image.id == Descriptor.image_id)
                                          .where(Descriptor.space_id == space_id, Image.status == "indexed")

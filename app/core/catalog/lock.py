@@ -82,6 +82,9 @@ class LibraryLock:
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, json.dumps(whoami()).encode())
 
+    def check(self) -> None:
+        """Nothing to check: the OS keeps a file lock for as long as its descriptor is open."""
+
     def release(self) -> None:
         if self._fd is not None:
             try:
@@ -92,17 +95,32 @@ class LibraryLock:
 
 
 def whoami() -> dict:
-    """What a writer says about itself: pid, host, command line (shortened) and since when."""
-    return {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_command()), "since": time.time()}
+    """What a writer says about itself: pid, user, host, command line (shortened) and since when."""
+    return {"pid": os.getpid(), "user": _user(), "host": socket.gethostname(), "command": " ".join(_command()),
+            "since": time.time()}
 
 
 def describe(h: dict) -> str:
-    """A holder record in words: "HeatSearch (pid 1234 on nas, 'heatsearch index ...', since 14:02)"."""
+    """A holder record as a person reads it: "alice on nas ('heatsearch index ...', since 14:02)";
+    on this computer, "another HeatSearch of alice (pid 1234, ...)". A process id is named only
+    where it means something: on the same computer."""
     if not h:
-        return "another HeatSearch process"
-    since = time.strftime("%H:%M", time.localtime(h.get("since", time.time())))
-    where = "" if h.get("host") == socket.gethostname() else f" on {h.get('host')}"
-    return f"HeatSearch (pid {h.get('pid')}{where}, '{h.get('command', '?')}', since {since})"
+        return "another HeatSearch"
+    since = time.strftime("%H:%M", time.localtime(float(h.get("since") or time.time())))
+    user = h.get("user") or "someone"
+    what = f"'{h.get('command', '?')}', since {since}"
+    if h.get("host") == socket.gethostname():
+        return f"another HeatSearch of {user} on this computer (pid {h.get('pid')}, {what})"
+    return f"{user} on {h.get('host') or 'another computer'} ({what})"
+
+
+def _user() -> str:
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no name for this uid (a container): the uid
+        return str(os.getuid()) if hasattr(os, "getuid") else "someone"
 
 
 def _command() -> list[str]:

@@ -25,7 +25,7 @@ import psycopg
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
-from ..errors import CatalogError, LibraryBusyError, StaleSnapshotError
+from ..errors import CatalogError, LibraryBusyError, LockLostError, ServerUnreachable, StaleSnapshotError
 from . import pgpass
 from .lock import describe, whoami
 
@@ -96,6 +96,21 @@ class PostgresDialect:
     def where(self) -> str:
         return mask(self.url)
 
+    @property
+    def server(self) -> str:
+        """HOST:PORT of the server, or "this computer" for its Unix socket."""
+        u = make_url(self.url)
+        host = u.host or (u.query.get("host") if u.query else None) or ""
+        if not host or str(host).startswith("/"):
+            return "this computer"
+        return f"{host}:{u.port or 5432}"
+
+    @property
+    def identity(self) -> str:
+        """The server and database, without the user: the same library for its indexer and searchers."""
+        u = make_url(self.url)
+        return f"postgresql://{self.server}/{u.database or ''}"
+
     # ---- connecting --------------------------------------------------------------------------------
     def engine(self, read_only: bool) -> Engine:
         from pgvector.psycopg import register_vector
@@ -161,8 +176,8 @@ class PostgresDialect:
         if any(w in low for w in ("connection refused", "no such file or directory", "could not connect",
                                   "timeout expired", "could not translate host name", "connection is bad",
                                   "server closed the connection", "terminating connection")):
-            return CatalogError(f"cannot reach the PostgreSQL server of {where}: is it running and reachable from "
-                                "here? (`heatsearch server start` runs one)")
+            return ServerUnreachable(f"cannot reach the PostgreSQL server of {where}: is it running and reachable from "
+                                     "here? (`heatsearch server start` runs one)")
         if "permission denied to create extension" in low:
             return CatalogError(f"the database of {where} has no pgvector extension and the user {self.user} may not "
                                 "create it; an administrator runs `heatsearch server init ADMIN_URL` once")
@@ -202,11 +217,11 @@ class PostgresDialect:
     def writer_lock(self, engine: Engine) -> "AdvisoryLock":
         return AdvisoryLock(engine, self.where)
 
-    def prepare_schema(self, engine: Engine) -> None:
-        """Indexes only PostgreSQL needs: prefix search on paths (folder filters), dates."""
-        with engine.begin() as c:
-            c.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_images_path_prefix ON images (path text_pattern_ops)")
-            c.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_images_taken ON images (taken)")
+    def prepare_schema(self, conn) -> None:
+        """Indexes only PostgreSQL needs: prefix search on paths (folder filters), dates. Inside the
+        caller's transaction on `conn`, the one that creates the tables."""
+        conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_images_path_prefix ON images (path text_pattern_ops)")
+        conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_images_taken ON images (taken)")
 
     # ---- vectors inside the catalog's transactions --------------------------------------------------
     def _whitening(self, conn, space_id: int):
@@ -428,15 +443,21 @@ class PostgresDialect:
         return got[keep], vecs[keep]
 
     def sample_vectors(self, engine: Engine, table: str, dim: int, n: int, n_alive: int) -> np.ndarray:
-        """(m <= n, D) vectors spread over the table by id (the same sample for the same table)."""
+        """(m <= n, D) vectors of the similarity scale's sample, by id: the rule of
+        library.snapshot.sample_ids (the table's ids sorted, every (count // n)-th from the first,
+        at most n), so that a SQLite library's snapshot takes the same photos. The count is the
+        table's own, read in the same statement (`n_alive` is not needed)."""
         cast = "::vector" if VECTOR_TYPE == "halfvec" else ""
-        step = max(1, n_alive // max(n, 1))
+        n = max(int(n), 1)
         with engine.connect() as c:
             raw = c.connection.driver_connection
             with raw.cursor(binary=True) as cur:
                 try:
-                    cur.execute(f"SELECT image_id, emb{cast} FROM {table} WHERE image_id %% %(s)s = 0 "
-                                f"ORDER BY image_id LIMIT %(n)s", {"s": step, "n": n})
+                    cur.execute(f"SELECT v.image_id, v.emb{cast} FROM {table} v JOIN ("
+                                f"SELECT image_id FROM (SELECT image_id, row_number() OVER (ORDER BY image_id) - 1 AS r, "
+                                f"count(*) OVER () AS m FROM {table}) x WHERE r %% greatest(1, m / %(n)s) = 0 "
+                                f"ORDER BY image_id LIMIT %(n)s) s ON s.image_id = v.image_id ORDER BY v.image_id",
+                                {"n": n})
                 except psycopg.errors.UndefinedTable as e:
                     raise StaleSnapshotError(f"the search table {table} was replaced") from e
                 rows = cur.fetchall()
@@ -512,6 +533,24 @@ class AdvisoryLock:
             raise
         self._conn = conn
 
+    def check(self) -> None:
+        """Raise LockLostError unless this writer still holds the lock: its connection answers and
+        its backend is the lock's holder (a dropped connection, a restarted server or a backend
+        terminated by an administrator each let another writer take it). Before each write."""
+        conn = self._conn
+        held = False
+        if conn is not None:
+            try:
+                held = bool(conn.exec_driver_sql(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %(k)s "
+                    "AND pid = pg_backend_pid()", {"k": LOCK_KEY}).scalar())
+            except Exception:  # noqa: BLE001 - a connection that does not answer holds nothing
+                held = False
+        if not held:
+            self.release()
+            raise LockLostError(f"the writer lock of {self.where} was lost (the connection to the server dropped): "
+                                "nothing more is written until it is held again")
+
     def release(self) -> None:
         with self._mutex:
             conn, self._conn = self._conn, None
@@ -526,15 +565,15 @@ class AdvisoryLock:
 
 def _holder_name(h: dict) -> str:
     """A holder record in PostgreSQL's application_name (63 bytes at most)."""
-    text = f"hs|{h['pid']}|{h['host'][:20]}|{int(h['since'])}|{h['command']}"
+    text = f"hs|{h['pid']}|{h['host'][:20]}|{int(h['since'])}|{h.get('user', '')[:16]}|{h['command']}"
     return text.encode()[:63].decode(errors="ignore")
 
 
 def _parse_holder(name: str) -> dict:
-    parts = name.split("|", 4)
-    if len(parts) != 5 or parts[0] != "hs":
+    parts = name.split("|", 5)
+    if len(parts) != 6 or parts[0] != "hs":
         return {}
-    return {"pid": parts[1], "host": parts[2], "since": float(parts[3]), "command": parts[4]}
+    return {"pid": parts[1], "host": parts[2], "since": float(parts[3]), "user": parts[4], "command": parts[5]}
 
 
 # ---- helpers ------------------------------------------------------------------------------------

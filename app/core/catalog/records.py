@@ -105,7 +105,8 @@ class BatchOutcome:
     space; killed: ids whose old vectors in the space are stale; dropped: ids that lost their
     descriptors in every other space (new content, or the file failed); moved: rows a moved file
     took over; ids: path -> image id of every described file; errors: (path, reason) recorded as
-    failed or unreadable."""
+    failed or unreadable; redo: paths of records that named a row to reuse whose bytes are no
+    longer theirs (described again since): nothing was written for them, they need the CNN."""
 
     generation: int
     added: list[tuple[int, bytes]] = field(default_factory=list)
@@ -115,6 +116,7 @@ class BatchOutcome:
     ids: dict[str, int] = field(default_factory=dict)
     errors: list[tuple[str, str]] = field(default_factory=list)
     reused: int = 0
+    redo: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

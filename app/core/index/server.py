@@ -19,8 +19,9 @@ class ServerIndex:
     backend_kind = "server"
 
     def __init__(self, catalog, space: SpaceRow, whitening: Whitening, log: Callable[[str], None],
-                 version: int | None = None):
+                 version: int | None = None, may_write: Callable[[], bool] = lambda: True):
         self.catalog = catalog
+        self.may_write = may_write  # whether this process holds the writer lock now (tables are built only then)
         self.space = space
         self.whitening = whitening
         self.log = log
@@ -37,8 +38,12 @@ class ServerIndex:
 
     def load(self, generation: int, cancelled=None) -> None:
         """The table when it exists (the catalog keeps it exact); built from the raw descriptors
-        when it does not (a new space, or one created by an older HeatSearch)."""
+        when it does not (a new space, or one created by an older HeatSearch) by a writer. A
+        reader never builds it: until a writer has, the space holds nothing to search."""
         if not self.catalog.vector_table_exists(self.table):
+            if not self.may_write():
+                self._alive = 0
+                return
             n = len(self.catalog.live_ids(self.space.id))
             if n:
                 self.log(f"building the server's search table for {n} photos")
@@ -62,7 +67,7 @@ class ServerIndex:
     def refit(self, whitening: Whitening, cancelled=None) -> "ServerIndex | None":
         """The table of the next whitening version, built beside the searched one; the catalog's
         commit of the new whitening makes it the searched one."""
-        out = ServerIndex(self.catalog, self.space, whitening, self.log, version=self.version + 1)
+        out = ServerIndex(self.catalog, self.space, whitening, self.log, version=self.version + 1, may_write=self.may_write)
         n = len(self.catalog.live_ids(self.space.id))
         if self.catalog.build_vectors(self.space.id, out.version, whitening.dim, self._chunks(whitening), cancelled,
                                       ann=choose_backend(n, whitening.dim) == "hnsw") is None:
@@ -71,8 +76,13 @@ class ServerIndex:
         return out
 
     def maintain(self, cancelled=None) -> None:
+        if not self.catalog.vector_table_exists(self.table):
+            if not self.may_write():
+                self._alive = 0
+                return
+            self.load(-1, cancelled)
         self._alive = self.catalog.count_vectors(self.table)
-        if choose_backend(self._alive, self.whitening.dim) == "hnsw" and not self.catalog.vector_ann_exists(self.table):
+        if self.may_write() and choose_backend(self._alive, self.whitening.dim) == "hnsw" and not self.catalog.vector_ann_exists(self.table):
             self.log(f"building the server's search graph for {self._alive} photos")
             self.catalog.build_vector_ann(self.table)
 
@@ -84,9 +94,9 @@ class ServerIndex:
         self.catalog.drop_vector_table(self.table)
 
     def retire_older(self) -> None:
-        """After a refit committed: drop all but this version's table and the one before it (a
-        reader's snapshot may still point at that; it refreshes within seconds)."""
-        self.catalog.drop_old_vector_tables(self.space.id, self.version - 1)
+        """After a refit committed: drop the tables of older whitening versions. A reader whose
+        snapshot still names one gets a StaleSnapshotError and searches again on a fresh one."""
+        self.catalog.drop_old_vector_tables(self.space.id, self.version)
 
     def with_space(self, space: SpaceRow) -> None:
         self.space = space
@@ -104,4 +114,4 @@ class ServerIndex:
 
     def snapshot_parts(self) -> dict:
         return {"catalog": self.catalog, "table": self.table, "n_alive": self._alive,
-                "ann": self.catalog.vector_ann_exists(self.table)}
+                "ann": bool(self._alive) and self.catalog.vector_ann_exists(self.table)}
