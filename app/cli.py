@@ -149,10 +149,17 @@ def _settings(a):
     return home, settings
 
 
+def _model_flags(a) -> bool:
+    """Whether the command line itself asks for a model (a change made on purpose, not a data
+    folder's settings that happen to differ from a shared library's)."""
+    return any(getattr(a, n, None) for n in ("backbone", "weights", "precision", "size"))
+
+
 def _open(a, write: bool):
-    """The library service. write: wait for the library's writer lock (saying who holds it);
-    otherwise take it when free or open read-only beside the process that holds it. A command
-    that only reads never creates a library (nothing is written where none exists)."""
+    """The library service. write: a command that changes the library; it waits for the
+    library's writer lock while another process writes (saying who). Otherwise the library is
+    opened for reading only: nothing is written, no lock is taken, and a library that does not
+    exist is an error (nothing is created where none is)."""
     from .core.library.service import LibraryService
 
     home, settings = _settings(a)
@@ -164,29 +171,31 @@ def _open(a, write: bool):
             if is_within(home, Path(p).expanduser().resolve()):
                 raise InputError(f"the data folder {home} lies inside {p}: HeatSearch never writes into photo folders; "
                                  "pass another --home")
-    create = getattr(a, "command", "") == "index"
-    if write:
-        svc = LibraryService(home, settings, library=library, wait=float("inf"), create=create,
-                             on_wait=lambda who: print(f"heatsearch: waiting for {who} to finish with the library "
-                                                       "(Ctrl+C to stop)", file=sys.stderr, flush=True))
-    else:
-        try:
-            svc = LibraryService(home, settings, library=library, create=False)
-        except LibraryBusyError:
-            svc = LibraryService(home, settings, library=library, read_only=True, create=False)
-            print(f"heatsearch: {svc.lock.describe_holder()} is writing this library; reading it as it is",
-                  file=sys.stderr)
-    if not getattr(a, "json", False) and getattr(a, "command", "") != "index":  # index prints its own events
+    command = getattr(a, "command", "")
+    svc = LibraryService(home, settings, library=library, read_only=not write, wait=float("inf"),
+                         create=command == "index",
+                         on_wait=lambda who: print(f"heatsearch: waiting for {who} to finish with the library "
+                                                   "(Ctrl+C to stop)", file=sys.stderr, flush=True))
+    if write and svc.read_only:
+        svc.close()
+        svc._writable()  # one line: the URL's user may only search
+    if not getattr(a, "json", False) and command != "index":  # index prints its own events
         svc.subscribe(lambda ev: ev.kind == "log" and print(f"heatsearch: {ev.data}", file=sys.stderr, flush=True))
     try:
         svc.wait_ready()
     except HeatSearchError:
-        if write and getattr(a, "command", "") == "forget":
+        if write and command == "forget":
             return svc  # forgetting works without a usable model
         svc.close()
         raise
-    if svc.writer.unusable and getattr(a, "command", "") != "index":
-        print(f"heatsearch: {svc.writer.unusable}; the library's own descriptions are used", file=sys.stderr)
+    if svc.unusable and command != "index":
+        print(f"heatsearch: {svc.unusable}; the library's own descriptions are used", file=sys.stderr)
+    note = svc.settings_note() if command in ("search", "status", "duplicates") or (command == "index" and library
+                                                                                    and not _model_flags(a)) else ""
+    if note and not svc.unusable:
+        keep = " (indexing keeps it: pass --size, --precision or --weights to change it for everyone)" \
+            if command == "index" else ""
+        print(f"heatsearch: {note}{keep}", file=sys.stderr)
     return svc
 
 
@@ -219,12 +228,15 @@ def cmd_index(a) -> int:
                 print(f"heatsearch: {display(p)} is already in the library, inside {display(outer)}: "
                       "its photos are checked for changes there", file=sys.stderr)
 
+        # the data folder's own library follows its settings; a shared one keeps its model unless
+        # the command line asks for another (a teammate's settings never switch it by accident)
+        model = "settings" if not svc.library or _model_flags(a) else "library"
         cmd = svc.index(a.paths, stream=True, verify=a.verify, ray=a.ray, workers=a.workers,
-                        path_map=parse_path_map(a.path_map))
+                        path_map=parse_path_map(a.path_map), model=model)
         for ev in cmd.events():
             if ev.kind == "log":
                 print(f"heatsearch: {ev.data}", file=sys.stderr)
-            elif ev.kind == "failed":
+            elif ev.kind in ("failed", "unreachable"):
                 raise HeatSearchError(ev.data)
             elif ev.kind == "progress":
                 prog = last = ev.data
@@ -249,6 +261,8 @@ def cmd_index(a) -> int:
                   f"{last.removed} removed{extra})")
     finally:
         svc.close()
+    if last is not None and last.phase == "done" and last.unmapped:
+        return 1  # photos the workers did not find through --path-map (said in one line above)
     return 0 if last is None or last.phase == "done" else 130
 
 
@@ -387,7 +401,7 @@ def cmd_status(a) -> int:
                               "searching_with": st.get("serving_space"),
                               "failures": [{"path": p, "reason": r} for p, r in svc.failures()]}))
         else:
-            print(f"library:     {svc.where}{' (read-only: another process is writing it)' if svc.read_only else ''}")
+            print(f"library:     {svc.where}{' (search only: its user may only read it)' if svc.read_only and svc.library else ''}")
             print(f"model:       {sp.get('backbone')} (weights {sp.get('weights_digest')}), {sp.get('max_side')} px, "
                   f"{sp.get('precision')}, D = {st.get('dim')}, {snap.backend} search")
             old = st.get("serving_space")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from app.core.catalog.catalog import Catalog
 from PIL import Image
 from sqlalchemy import select
 
@@ -277,9 +279,16 @@ def test_new_backbone_means_new_space(tmp_path, photo_dir, library):
     sid = lib.snapshot().space.id
     lib.close()
     lib2 = open_lib(tmp_path / "h", library, max_side=96)
-    # the old space answers until the new one is complete; the new one is being indexed
-    assert lib2.snapshot().space.id == sid and lib2.snapshot().pending.id != sid and lib2.stats()["indexed"] == 0
+    # opening with other settings changes nothing: the library's own model answers and is counted
+    assert lib2.snapshot().space.id == sid and lib2.snapshot().pending is None and lib2.stats()["indexed"] == 12
+    assert "96 px" in lib2.settings_note()
+    # indexing with the settings' model (asked for) makes it the library's: the old space answers
+    # until the new one is complete
+    seen = []
+    lib2.subscribe(lambda ev: ev.kind == "progress" and ev.data.phase == "indexing"
+                   and seen.append((lib2.snapshot().space.id, getattr(lib2.snapshot().pending, "id", None))))
     prog = index(lib2)
+    assert seen and all(s == sid and p not in (None, sid) for s, p in seen)
     assert prog.total == 12  # re-indexed in the new space, nothing mixed
     assert lib2.stats()["indexed"] == 12
     assert lib2.snapshot().space.id != sid and lib2.snapshot().pending is None
@@ -540,9 +549,9 @@ def test_a_parent_folder_added_takes_in_the_library_folders_inside_it(tmp_path, 
 
 
 def test_a_library_with_folders_inside_another_is_mended_when_it_opens(tmp_path, library):
-    """Libraries where a parent was added over its folders before this was handled (trial 6's:
-    "photos" listed above "objects", "paris"...): at the next start the inner folders are taken
-    in, their photos kept as described."""
+    """Libraries where a parent was added over its folders before this was handled ("photos"
+    listed above "objects", "paris"...): at the next indexing run (the window's rescan at start)
+    the inner folders are taken in, their photos kept as described."""
     from app.core.catalog.models import Folder
 
     root = tmp_path / "photos"
@@ -553,9 +562,12 @@ def test_a_library_with_folders_inside_another_is_mended_when_it_opens(tmp_path,
     svc = open_lib(home, library)
     index(svc, [root / "a" / "deeper", root / "a", root / "b"])
     before = catalog_state(svc)
-    svc.catalog._write(lambda s: s.add(Folder(path=str(root.resolve()), added_at=0.0, state="ok")))  # as it was
     svc.close()
+    old = Catalog.open(library or home / "catalog.sqlite")
+    old._write(lambda s: s.add(Folder(path=str(root.resolve()), added_at=0.0, state="ok")))  # as it was
+    old.close()
     svc = open_lib(home, library)
+    index(svc)  # the window's rescan at start; opening alone writes nothing
     try:
         stats = svc.stats()
         assert [(f["path"], f["indexed"]) for f in stats["folders"]] == [(str(root.resolve()), 9)]

@@ -1,4 +1,6 @@
 """One writer, consistent snapshots: a test per defect of the library core (issue 9)."""
+import getpass
+import json
 import os
 import sqlite3
 import subprocess
@@ -118,30 +120,40 @@ def test_a_finished_switch_of_model_frees_the_old_one(tmp_path, many):
     svc.close()
 
 
-def test_a_second_process_waits_naming_the_holder_or_reads(tmp_path, many, library):
-    """(3) One writer per library across processes: `index` waits and says who holds the
-    library; `search` reads it as it is; after the holder closes, the waiter runs."""
+def test_an_idle_library_and_searches_never_delay_another_index(tmp_path, many, library):
+    """(issue 46) A library open and idle here, and a long `search --queries` in another process,
+    hold no lock: `index` from a third process runs at once. Only a write that runs holds the
+    lock: then `index` waits, naming the holder as a person reads it, and runs after it."""
     home = tmp_path / "h"
     svc = open_lib(home, library)
     index(svc, [many])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     where = ["--home", str(home)] + (["--library", library] if library else [])
-    waiter = subprocess.Popen([sys.executable, "-m", "app", "index", str(many), *where],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    r = subprocess.run([sys.executable, "-m", "app", "search", str(many / "p01.png"), *where, "--top", "3"],
-                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "is writing this library" in r.stderr and f"pid {os.getpid()}" in r.stderr
-    assert r.stdout.splitlines()[0].endswith("p01.png")
-    time.sleep(1.0)
-    assert waiter.poll() is None  # still waiting
-    with pytest.raises(LibraryBusyError, match=f"pid {os.getpid()}"):
-        LibraryService(home, tiny_settings(), library=library)
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"path": str(many / f"p{i % 40:02d}.png")}) + "\n" for i in range(400)))
+    searcher = subprocess.Popen([sys.executable, "-m", "app", "search", "--queries", str(queries), *where, "--top", "3"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        time.sleep(3.0)  # the searches are under way
+        assert searcher.poll() is None
+        write_photo(many / "added.png", 4040, size=(200, 150))
+        r = subprocess.run([sys.executable, "-m", "app", "index", str(many), *where], capture_output=True, text=True,
+                           env=env, cwd=ROOT, timeout=120)
+        assert r.returncode == 0 and "indexed 41 of 41" in r.stdout, r.stderr
+        assert "waiting" not in r.stderr
+    finally:
+        searcher.kill()
+        searcher.communicate()
+    # a write that runs here holds the lock: the other process waits for it, naming it, then runs
+    started = threading.Event()
+    svc.submit("hold", lambda c: (started.set(), time.sleep(4.0)), writes=True)
+    assert started.wait(30)
+    write_photo(many / "added2.png", 4041, size=(200, 150))
+    r = subprocess.run([sys.executable, "-m", "app", "index", str(many), *where], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and "indexed 42 of 42" in r.stdout, r.stderr
+    assert f"waiting for another HeatSearch of {getpass.getuser()} on this computer (pid {os.getpid()}" in r.stderr
     svc.close()
-    out, err = waiter.communicate(timeout=120)
-    assert waiter.returncode == 0, err
-    assert f"waiting for HeatSearch (pid {os.getpid()}" in err
-    assert "indexed 40 of 40" in out
 
 
 def test_a_read_only_library_refuses_changes(tmp_path, many, library):
@@ -150,7 +162,7 @@ def test_a_read_only_library_refuses_changes(tmp_path, many, library):
     ro = LibraryService(tmp_path / "h", tiny_settings(), library=library, read_only=True)
     ro.wait_ready(30)
     assert ro.snapshot().n_alive == 40
-    with pytest.raises(ReadOnlyError, match="read-only"):
+    with pytest.raises(ReadOnlyError, match="for searching only"):
         ro.forget(many)
     ro.close()
     svc.close()

@@ -1,26 +1,36 @@
 """The library service: one writer thread that owns every change, lock-free reads of immutable
-snapshots, and a cross-process lock on the data folder.
+snapshots, and a cross-process writer lock held only while a write runs.
 
-    svc = LibraryService(home)              # takes the lock (or read_only=True)
-    cmd = svc.index(["~/Pictures"])         # a Command: runs on the writer thread
+    svc = LibraryService(home)              # reads only: takes no lock
+    cmd = svc.index(["~/Pictures"])         # a Command: runs on the writer thread, under the lock
     for ev in cmd.events(): ...             # or svc.subscribe(callback) for every event
     snap = svc.snapshot()                   # any thread, any time: consistent, never blocks
     svc.close()
 
 Threads (the rules the GUI and the CLI rely on):
 - `heatsearch-writer` runs commands one at a time: indexing, add folder, forget, settings change,
-  whitening refit, rebuild, save, purge. Nothing else writes the catalog or the vector files.
+  whitening refit, rebuild, purge (writes), and opening and refreshing (reads). Nothing else
+  writes the catalog or the vector files, and it writes only inside a write command.
+- A write command takes the library's writer lock first (waiting, cancellably, while another
+  process or computer writes; the wait is said in a log event naming the holder), catches up with
+  what others committed, runs, and the lock is let go as soon as no write is queued. An open,
+  idle window, a search or a status never hold it, so they never delay another indexer.
 - Readers (searches, the GUI) call `snapshot()`, `stats()` and the small read helpers; they never
   wait for the writer. A command that conflicts with a running indexing job (forget, a new model)
   cancels it between batches, runs, and indexing resumes by itself.
-- Events (progress, snapshot, stats, log, done, failed) are delivered to subscribers on the writer
-  thread; the GUI forwards them to its own thread with queued signals.
+- Events (progress, snapshot, stats, log, started, done, failed, unreachable, connection) are
+  delivered to subscribers on the writer thread; the GUI forwards them with queued signals.
+- A shared library's server that stops answering is a state (`outage`), published once as a
+  "connection" event and again when it answers; calls meanwhile fail fast with one line.
 - A search that needs the CNN raises `interactive` for its duration; indexing yields the engine
   to it between photos.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import os
 import queue
 import threading
 import time
@@ -29,19 +39,27 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from ..catalog.catalog import Catalog
+from ..catalog.models import SCHEMA_VERSION
 from ..config import Settings, check_home, home_dir, models_dir
-from ..errors import Cancelled, CatalogError, HeatSearchError, InputError, ReadOnlyError
+from ..errors import (Cancelled, CatalogError, HeatSearchError, InputError, LibraryBusyError, LockLostError,
+                      ReadOnlyError, ServerUnreachable)
 from ..features.engine import EngineChoice
 from ..features.extractor import Extractor
 from . import paths
 from .snapshot import Snapshot, SpaceInfo
-from .writer import LibraryWriter
+from .writer import OPEN_WAIT_S, LibraryWriter
+
+TRUSTED_MODELS = "trusted-models.json"  # in the data folder: the model digest first run per library and space
 
 @dataclass
 class Event:
-    """kind: progress | snapshot | stats | log | started | done | failed. command: the id of the
-    command it belongs to (0 for library-wide events). data: Progress, dict, str or a result."""
+    """kind: progress | snapshot | stats | log | started | done | failed | unreachable (a command
+    ended because the server does not answer) | connection (the outage state changed: data
+    {"down": bool, "message": str}). command: the id of the command it belongs to (0 for
+    library-wide events). data: Progress, dict, str or a result."""
 
     kind: str
     command: int
@@ -123,6 +141,8 @@ class Command:
     control: JobControl = field(default_factory=JobControl)
     future: Future = field(default_factory=Future)
     preempts: bool = False  # cancels a running indexing job (which then resumes by itself)
+    writes: bool = False  # runs under the writer lock
+    started: bool = False  # the writer thread took it
     _events: "queue.Queue | None" = None
 
     def result(self, timeout: float | None = None):
@@ -145,9 +165,12 @@ class LibraryService:
                  start: bool = True, create: bool = True):
         """Open a library: `library` is a PostgreSQL URL, or None for the SQLite catalog in the
         data folder `home` (default: home_dir()), which also keeps the settings, the model caches
-        and (for SQLite) the vector files. Unless read_only, take the library's write lock, waiting
-        up to `wait` seconds (on_wait is told who holds it); LibraryBusyError when it stays taken.
-        create=False: a library that does not exist yet is an error, and nothing is written.
+        and (for SQLite) the vector files. No lock is taken: a write command takes the library's
+        writer lock while it runs. read_only: this client never writes (also when the URL's
+        user may only read: a searcher role). create=False: a library that does not exist yet
+        is an error, and nothing is written. A new catalog (create) or an older one to upgrade
+        is prepared under the writer lock, waiting up to `wait` seconds for it (on_wait is told
+        who holds it; LibraryBusyError when it stays taken).
         The writer thread then loads the spaces in the background: `wait_ready()` blocks until
         the first snapshot is published."""
         self.home = check_home(home_dir(home), create=False)
@@ -159,8 +182,7 @@ class LibraryService:
         if not read_only and not library:
             check_home(self.home)
         self.settings = settings or Settings.load(self.home)
-        self.read_only = read_only
-        self.catalog = Catalog.connect(location, read_only)
+        self.catalog = Catalog.connect(location, read_only, passfile=self.home / "pgpass")
         if library and not create and not self.catalog.exists():
             self.catalog.close()
             raise CatalogError(f"no library at {self.catalog.where}: nothing is indexed there yet "
@@ -168,17 +190,14 @@ class LibraryService:
         try:
             self._check_home_not_in_folders()
             self.lock = self.catalog.writer_lock()
-            if not read_only:
-                self.lock.acquire(wait, on_wait)
-            try:
-                self.catalog.prepare()
-            except BaseException:
-                self.lock.release()
-                raise
+            # a searcher's URL opens for searching only, said once (the title, `status`)
+            self.read_only = read_only or not self.catalog.writable()
+            self._prepare(wait, on_wait)
         except BaseException:
             self.catalog.close()
             raise
-        self._snapshot: Snapshot = Snapshot(read_only=read_only)
+        self.catalog.before_write = self._refuse_write
+        self._snapshot: Snapshot = Snapshot(read_only=self.read_only)
         self._stats: dict = {"folders": [], "images": 0, "indexed": 0, "failed": 0, "missing": 0}
         self._subscribers: list[Callable[[Event], None]] = []
         self._queue: queue.Queue[Command | None] = queue.Queue()
@@ -189,12 +208,30 @@ class LibraryService:
         self.interactive = _Counter()
         self._extractor_lock = threading.Lock()
         self._extractors: list[tuple[tuple, Extractor]] = []  # newest first, at most two
-        self.writer = LibraryWriter(self.home, self.catalog, self.settings, self._set_snapshot, self._log, read_only)
+        self.writer = LibraryWriter(self.home, self.catalog, self.settings, self._set_snapshot, self._log, self.read_only)
+        self._seen = None  # catalog.version() the writer's state reflects (None: not read yet)
+        self._refresh_cmd: Command | None = None  # the refresh queued and not yet started (coalesced)
+        self._refresh_lock = threading.Lock()
+        self.outage: float | None = None  # time.time() since the server stopped answering, None while it answers
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="heatsearch-writer", daemon=True)
         self.submit("open", self._open)
         if start:
             self._thread.start()
+
+    def _prepare(self, wait: float, on_wait) -> None:
+        """Create a new catalog or upgrade an older one, under the writer lock; a current one
+        needs nothing (no lock, nothing written)."""
+        if self.catalog.exists() and self.catalog.schema_version() == SCHEMA_VERSION:
+            return
+        if self.read_only:
+            self.catalog.prepare()  # says why it cannot be used as it is (no catalog, an older one)
+            return
+        self.lock.acquire(max(wait, OPEN_WAIT_S), on_wait)
+        try:
+            self.catalog.prepare()
+        finally:
+            self.lock.release()
 
     @property
     def closed(self) -> bool:
@@ -205,6 +242,23 @@ class LibraryService:
     def where(self) -> str:
         """The library in words: a data folder, or a PostgreSQL URL without its password."""
         return self.catalog.where if self.library else str(self.home)
+
+    @property
+    def server(self) -> str:
+        """A shared library's server in words (HOST:PORT), "" for a library in a data folder."""
+        return self.catalog.server if self.library else ""
+
+    @property
+    def unusable(self) -> str:
+        """Why the library's model cannot run here ("" when it can): searches use another ready
+        space whose model runs, and nothing is indexed until it can."""
+        return self.writer.unusable
+
+    @property
+    def can_index(self) -> bool:
+        """Whether this client may index the library now: it may write, and the library's model
+        (or, for a new library, the settings' model) can run here."""
+        return not self.read_only and not self.writer.unusable
 
     def _check_home_not_in_folders(self) -> None:
         """HeatSearch never writes into a photo folder: a data folder that lies in one of the
@@ -226,21 +280,26 @@ class LibraryService:
     def fresh_snapshot(self, timeout: float = 30.0) -> Snapshot:
         """A snapshot that reflects the catalog now (re-read when another process changed it; the
         writing process's own snapshot always does)."""
-        if self.read_only and not self._closed and self._thread.is_alive() and threading.current_thread() is not self._thread:
+        if not self._closed and self._thread.is_alive() and threading.current_thread() is not self._thread:
             try:
-                self.refresh(force=True).result(timeout)
-            except Cancelled:
+                self.refresh().result(timeout)
+            except (Cancelled, CatalogError):
                 pass
         return self._snapshot
 
     def wait_ready(self, timeout: float | None = None) -> Snapshot:
         """Block until the first snapshot is published (the open command ran). Raises the open
-        error (e.g. missing weights) as a HeatSearchError."""
+        error (e.g. a server that does not answer) as a HeatSearchError."""
         if not self._ready.wait(timeout):
             raise HeatSearchError("the library did not open in time")
         if self.open_error:
             raise HeatSearchError(self.open_error)
         return self._snapshot
+
+    def settings_note(self) -> str:
+        """"" when the settings ask for the library's own model; else, in words, what differs
+        (searches and automatic indexing keep the library's model)."""
+        return self.catalog.guard(self.writer.settings_note)
 
     def failures(self) -> list[tuple[str, str]]:
         return self.catalog.guard(self.catalog.failures)
@@ -248,9 +307,61 @@ class LibraryService:
     def missing(self) -> list[str]:
         return self.catalog.guard(self.catalog.missing)
 
+    def exclusions(self) -> list[str]:
+        """Folders and files inside library folders that were forgotten (not scanned again)."""
+        return self.catalog.guard(self.catalog.exclusions)
+
+    def filter_choices(self) -> tuple[list[str], list[int]]:
+        """(the library folders and every folder under them holding a searchable photo, the years
+        holding photos): what the folder and date filters offer. Reads every photo's path: call
+        it off the GUI thread."""
+        return self.catalog.guard(self.catalog.subfolders), self.catalog.guard(self.catalog.taken_years)
+
+    def photos_to_index(self, new: Settings) -> tuple[int, bool]:
+        """(photos a switch to `new` settings describes, whether those settings were used before):
+        the library's photos less those an earlier use of the same settings left described."""
+        from .writer import resolve_space
+
+        key, _ = resolve_space(new)
+        return self.catalog.guard(self.catalog.lacking, key), self.catalog.guard(self.catalog.space, key) is not None
+
     def image_rows(self, ids) -> dict[int, dict]:
         """id -> {path, width, height, folder_id, digest, taken, size, status} for catalog ids."""
         return self.catalog.guard(self.catalog.image_rows, ids)
+
+    # ---- the outage state ----------------------------------------------------------------------------
+    @property
+    def outage_words(self) -> str:
+        return f"The shared library at {self.server or self.where} is not answering; trying again…"
+
+    def check_reachable(self) -> None:
+        """Raise ServerUnreachable at once while the server is known not to answer (a search
+        fails fast instead of waiting for a connection timeout)."""
+        if self.outage is not None:
+            raise ServerUnreachable(self.outage_words)
+
+    def explain(self, e: BaseException) -> HeatSearchError | None:
+        """A database failure as the catalog's one-line error (ServerUnreachable for a server
+        that does not answer, which also starts the outage state); None for other errors."""
+        if isinstance(e, HeatSearchError):
+            out = e
+        elif isinstance(e, (SQLAlchemyError, *self.catalog.dialect.driver_errors)):
+            out = self.catalog.dialect.explain(e)
+        else:
+            return None
+        if isinstance(out, ServerUnreachable):
+            self._unreachable()
+        return out
+
+    def _unreachable(self) -> None:
+        if self.outage is None:
+            self.outage = time.time()
+            self._emit(Event("connection", 0, {"down": True, "message": self.outage_words}))
+
+    def _reachable(self) -> None:
+        if self.outage is not None:
+            self.outage = None
+            self._emit(Event("connection", 0, {"down": False, "message": ""}))
 
     # ---- the model -------------------------------------------------------------------------------------
     def extractor(self, space: SpaceInfo | None = None) -> Extractor:
@@ -275,30 +386,51 @@ class LibraryService:
                 quantised = self.catalog.guard(self.catalog.space_model, space.id)
                 if quantised is None:
                     raise HeatSearchError("this library's 8-bit model is not made yet: index the library")
+                self._trust_model(space, hashlib.sha256(quantised).hexdigest())
             # a GPU's fp16 vectors (before fp16 was dropped: TorchEngine) are float32's within 4e-5
             # in cosine (measured on an H100): an exact engine serves them while the library re-indexes
             want = "f32" if space.precision == "f16" else space.precision
             ex = Extractor.create(bb, EngineChoice(st.engine, st.device, want != "f32"), space.max_side,
                                   models_dir(self.home), self._log, quantised)
             if ex.engine.precision != want:
-                ex.engine.close()
                 raise HeatSearchError(f"the engine runs at {ex.engine.precision}, the library's vectors were made at "
                                       f"{space.precision}: choose the matching precision in Settings")
             if ex.channels != space.channels:
-                ex.engine.close()
                 raise HeatSearchError(f"the model gives {ex.channels} channels, the library's space has {space.channels}")
             # kept for the spaces searched or indexed now (a search of an older snapshot's space builds
             # its own and lets it go), the last two at most
             live = self._live_spaces()
-            kept = [(k, e) for k, e in [(key, ex)] + self._extractors if k[:2] in live][:2]
-            old = [(k, e) for k, e in self._extractors if all(e is not e2 for _, e2 in kept)]
-            self._extractors = kept
-            # the window's status line shows it: plain words (trial 20 read "OpenVINO on the CPU (exact)"
-            # as jargon; `heatsearch doctor` names the engine)
+            self._extractors = [(k, e) for k, e in [(key, ex)] + self._extractors if k[:2] in live][:2]
+            # plain words in the status line (`heatsearch doctor` names the engine)
             self._log("Photo analyser ready" + (" (on the graphics card)" if ex.engine.device != "cpu" else ""))
-        for _, o in old:
-            o.engine.close()
         return ex
+
+    def _trust_model(self, space: SpaceInfo, digest: str) -> None:
+        """The model a client runs for a space is the one it first ran for it: a stored model that
+        changed under the same space (its digest recomputed beside it by anyone who could write the
+        row) is refused in one line. Remembered per library and space in the data folder."""
+        path = self.home / TRUSTED_MODELS
+        try:
+            known = json.loads(path.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if not isinstance(known, dict):
+            known = {}
+        mine = known.setdefault(self.catalog.identity, {})
+        key = f"{space.id}|{space.key}"
+        if key in mine and mine[key] != digest:
+            raise HeatSearchError(f"the 8-bit model of {self.where} changed under the same settings (it was "
+                                  f"{mine[key][:12]}…, it is {digest[:12]}…): it is not run. A change of model is a new "
+                                  "space, made by indexing with new settings")
+        if mine.get(key) == digest:
+            return
+        mine[key] = digest
+        try:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(known))
+            os.replace(tmp, path)
+        except OSError:  # a data folder that cannot be written: checked against the row's digest only
+            pass
 
     def _make_model(self, photos: list[str], cancelled) -> bytes | None:
         """The target space's own int8 model, tuned on `photos` (features/quantise.py)."""
@@ -308,19 +440,20 @@ class LibraryService:
         space = self.writer.target.row.info
         weights = self.settings.weights if space.backbone == self.settings.backbone else ""
         bb = load_backbone(space.backbone, weights or None)
-        return quantise(bb, photos, space.max_side, models_dir(self.home), self._log, cancelled)
+        blob = quantise(bb, photos, space.max_side, models_dir(self.home), self._log, cancelled)
+        if blob is not None:
+            self._trust_model(space, hashlib.sha256(blob).hexdigest())
+        return blob
 
     def _drop_extractor(self, timeout: float = -1) -> None:
-        """Close and forget the cached extractors; nothing when their lock is not had within
-        `timeout` seconds (-1: wait)."""
+        """Forget the cached extractors; nothing when their lock is not had within `timeout`
+        seconds (-1: wait)."""
         if not self._extractor_lock.acquire(timeout=timeout):
             return
         try:
-            old, self._extractors = self._extractors, []
+            self._extractors = []
         finally:
             self._extractor_lock.release()
-        for _, ex in old:
-            ex.engine.close()
 
     def warm_model(self) -> threading.Thread | None:
         """Load the model in the background (a daemon thread), so that the first search after a
@@ -343,11 +476,15 @@ class LibraryService:
 
     # ---- commands -----------------------------------------------------------------------------------------
     def submit(self, name: str, fn: Callable[[Command], Any], preempts: bool = False, stream: bool = False,
-               control: JobControl | None = None) -> Command:
+               control: JobControl | None = None, writes: bool = False) -> Command:
+        """Queue `fn` on the writer thread. writes: it changes the library (it runs under the
+        writer lock; refused at once by a client that may only read)."""
         if self._closed:
             raise HeatSearchError("the library is closed")
+        if writes:
+            self._writable()
         cmd = Command(next(self._ids), name, fn, control or JobControl(), preempts=preempts,
-                      _events=queue.Queue() if stream else None)
+                      _events=queue.Queue() if stream else None, writes=writes)
         if preempts:
             cur = self._current
             if cur is not None and cur.name == "index":
@@ -356,23 +493,40 @@ class LibraryService:
         return cmd
 
     def index(self, folders=(), control: JobControl | None = None, stream: bool = False, verify: bool = False,
-              ray: str | None = None, workers: int | None = None, path_map=(), only=None) -> Command:
+              ray: str | None = None, workers: int | None = None, path_map=(), only=None,
+              model: str = "settings") -> Command:
         """Add `folders` (if any) and index the whole library (incremental); `only`: just these
-        folders inside it (what a watcher saw change). ray: describe the
-        photos on a Ray cluster ("auto" or an address; pipeline/distributed.py) instead of here;
-        workers: its actors; path_map: (local, remote) folders for workers that mount them elsewhere."""
-        self._writable()
+        folders inside it (what a watcher saw change). model: "settings" indexes with the
+        settings' model, making it the library's when it is another (an indexing run the person
+        asked for); "library" keeps the library's own model (automatic runs: a start's rescan, a
+        watcher; a shared library indexed from a computer whose settings differ). ray: describe
+        the photos on a Ray cluster ("auto" or an address; pipeline/distributed.py) instead of
+        here; workers: its actors; path_map: (local, remote) folders for workers that mount them
+        elsewhere."""
+        return self.submit("index", self._indexing(folders, verify, ray, workers, path_map, only, model),
+                           control=control, stream=stream, writes=True)
+
+    def _indexing(self, folders=(), verify: bool = False, ray: str | None = None, workers: int | None = None,
+                  path_map=(), only=None, model: str = "library") -> Callable[[Command], Any]:
+        """The function of an indexing command (`index` says what the arguments mean)."""
         from ..pipeline.indexer import LocalProducer, index_library
 
         def run(cmd: Command):
             for f in folders:
                 self.writer.add_folder(f)
-            if self.writer.target is None and self.writer.unusable:  # its weights file may be back (a drive)
+            # library folders inside another (from before add_folder took them in) become part of it
+            if self.catalog.take_in_nested_folders():
+                self.writer.refresh_folders()
+            before = self.writer.target.id if self.writer.target is not None else None
+            if model == "settings" or not self.catalog.spaces():
                 self.writer.activate(lambda: cmd.control.cancelled)
-                self._drop_extractor()
-                self._publish_stats()
+            elif self.writer.target is None:  # its weights file may be back (a drive)
+                self.writer.open(lambda: cmd.control.cancelled)
             if self.writer.target is None:
                 raise HeatSearchError(self.writer.unusable or "no model to index with")
+            if self.writer.target.id != before:
+                self._drop_extractor()
+                self._publish_stats()
             space = self.writer.target.row.info
             # the target's row when the model is loaded: an int8 space's own model is made just before
             prod = LocalProducer(lambda: self.extractor(self.writer.target.row.info), self.interactive)
@@ -395,34 +549,35 @@ class LibraryService:
                     prod.close()
                 return_freed_memory()
             self._publish_stats()
-            if cmd.control.preempted:
-                self.submit("index", run, control=JobControl())  # resume after the preempting command
+            if cmd.control.preempted:  # resume after the preempting command, with the library's model
+                self.submit("index", self._indexing(only=None if folders else only), writes=True)
             return last
 
-        return self.submit("index", run, control=control, stream=stream)
+        return run
 
     def add_folder(self, path, index: bool = True) -> Command:
-        self._writable()
-        cmd = self.submit("add_folder", lambda c: self.writer.add_folder(path))
+        def run(cmd):
+            f = self.writer.add_folder(path)
+            self._publish_stats()
+            return f
+
+        cmd = self.submit("add_folder", run, writes=True)
         if index:
-            self.index()
+            self.index(model="library")
         return cmd
 
     def forget(self, path, missing_only: bool = False) -> Command:
-        self._writable()
-
         def run(cmd):
             n = self.writer.forget(path, missing_only)
             self._publish_stats()
             return n
 
-        return self.submit("forget", run, preempts=True)
+        return self.submit("forget", run, preempts=True, writes=True)
 
     def apply_settings(self, new: Settings, reindex: bool = True) -> Command:
-        """Switch to `new` settings: a new descriptor space is activated (and indexed when reindex),
-        a new D refits the whitening, other changes take effect on the next search."""
-        self._writable()
-
+        """Switch to `new` settings (a change the person confirmed): when they ask for another
+        model than the library's, its space becomes the library's (and is indexed when reindex);
+        a new D refits the whitening; other changes take effect on the next search."""
         def run(cmd):
             old = self.settings
             new.save(self.home)
@@ -430,7 +585,7 @@ class LibraryService:
             self.writer.settings = new
             if new.needs_new_space(old) or (new.engine, new.device) != (old.engine, old.device):
                 self._drop_extractor()
-            if new.needs_new_space(old):
+            if self.writer.settings_note() or new.needs_new_space(old):
                 self.writer.activate(lambda: cmd.control.cancelled)
                 self._publish_stats()
                 if reindex:
@@ -440,40 +595,47 @@ class LibraryService:
                 self._publish_stats()
             return True
 
-        return self.submit("settings", run, preempts=True)
+        return self.submit("settings", run, preempts=True, writes=True)
 
     def refit(self, force: bool = True) -> Command:
-        self._writable()
-        return self.submit("refit", lambda c: self.writer.refit_whitening(force, lambda: c.control.cancelled), preempts=True)
+        return self.submit("refit", lambda c: self.writer.refit_whitening(force, lambda: c.control.cancelled),
+                           preempts=True, writes=True)
 
     def rebuild(self) -> Command:
         """Rebuild the searched vectors (and graph) from the catalog's descriptors (no CNN)."""
-        self._writable()
-        return self.submit("rebuild", lambda cmd: self.writer.rebuild(lambda: cmd.control.cancelled), preempts=True)
+        return self.submit("rebuild", lambda cmd: self.writer.rebuild(lambda: cmd.control.cancelled), preempts=True,
+                           writes=True)
 
     def purge(self, force: bool = False) -> Command:
         """Delete the descriptors of unused model settings; returns (how many, what was kept).
         Refused while the settings file could not be read: the defaults standing in for it are
         not the settings whose descriptors the user means to keep."""
-        self._writable()
         if self.settings.problems:
             raise InputError("fix the settings file before purge: with defaults standing in for it, purge would "
                              "delete the descriptors of the settings you meant (nothing was deleted)")
-        return self.submit("purge", lambda c: self.writer.purge_spaces(force), preempts=True)
+        return self.submit("purge", lambda c: self.writer.purge_spaces(force), preempts=True, writes=True)
 
     def refresh(self, force: bool = False) -> Command:
-        """Re-read the catalog (read-only beside another writer, or a shared library): pick up
-        what other processes committed. Cheap when nothing changed."""
-
+        """Follow what other processes committed (cheap when nothing changed: one look at the
+        catalog's version). Coalesced: while a refresh waits its turn, asking again returns it.
+        Also the outage probe: it reports when the server answers again."""
         def run(cmd):
-            if not force and self.catalog.generation() == self.writer.generation and self.read_only:
+            seen = self.catalog.guard(self.catalog.version)
+            self._reachable()
+            if seen == self._seen and not force and not self.writer.behind:
                 self.writer.refresh_folders()
                 return False
-            self.writer.reload()
+            self.writer.sync()
+            self._seen = seen
             self._publish_stats()
             return True
 
-        return self.submit("refresh", run)
+        with self._refresh_lock:
+            cmd = self._refresh_cmd
+            if cmd is not None and not cmd.started and not self._closed:
+                return cmd
+            cmd = self._refresh_cmd = self.submit("refresh", run)
+        return cmd
 
     def cancel_running(self) -> None:
         cur = self._current
@@ -486,7 +648,13 @@ class LibraryService:
 
     def _writable(self):
         if self.read_only:
-            raise ReadOnlyError(f"the library {self.where} is read-only here: {self.lock.describe_holder()} is writing it")
+            raise ReadOnlyError(f"the library {self.where} is open for searching only here"
+                                + (" (its user may only read it)" if self.library else ""))
+
+    def _refuse_write(self) -> None:
+        """The catalog's guard outside write commands: nothing is written without the lock."""
+        raise ReadOnlyError(f"nothing is written to {self.where} outside an indexing run or a change the person asked for "
+                            "(a write without the writer lock was refused)")
 
     # ---- events -------------------------------------------------------------------------------------------
     def subscribe(self, fn: Callable[[Event], None]) -> None:
@@ -516,8 +684,8 @@ class LibraryService:
     def _forget_stale_extractors(self) -> None:
         """Forget the cached extractors of spaces neither searched nor indexed now: once a switch of
         model is over, the old one's ~250 MB (ResNet50 beside Lite2, measured) go; a search still
-        running with it holds its own reference (an engine's close() frees nothing more). Nothing
-        when a model is being built (the lock is busy): that build keeps only the live ones."""
+        running with it holds its own reference. Nothing when a model is being built (the lock
+        is busy): that build keeps only the live ones."""
         if not self._extractor_lock.acquire(timeout=0):
             return
         try:
@@ -541,6 +709,9 @@ class LibraryService:
     def _publish_stats(self) -> None:
         self._last_stats = time.monotonic()
         if self.writer.target is None and self.writer.serving is None:
+            self._stats = {**self._stats, "folders": self.catalog.stats(None, self.writer.folders)["folders"],
+                           "unusable": self.writer.unusable, "generation": self.writer.generation}
+            self._emit(Event("stats", 0, self._stats))
             return
         self._stats = self.writer.stats()
         self._emit(Event("stats", 0, self._stats))
@@ -548,54 +719,129 @@ class LibraryService:
     # ---- the writer thread ---------------------------------------------------------------------------------
     def _open(self, cmd: Command):
         try:
-            self.writer.activate(lambda: cmd.control.cancelled)
+            seen = self.catalog.version()
+            self.writer.open(lambda: cmd.control.cancelled)
+            self._seen = seen
             self._publish_stats()
-        except HeatSearchError as e:
-            self.open_error = str(e)
-            self.writer.refresh_folders()
-            raise
+        except Exception as e:
+            err = self.explain(e) or e
+            self.open_error = str(err)
+            if not isinstance(err, ServerUnreachable):
+                try:
+                    self.writer.refresh_folders()
+                except Exception:  # noqa: BLE001 - the open error says what is wrong
+                    pass
+            raise err from e
         finally:
             self._ready.set()
+
+    def _begin_write(self, cmd: Command) -> None:
+        """Before a write command: hold the writer lock (waiting, cancellably, while another
+        process writes, naming it once), then catch up with what others committed meanwhile."""
+        self._writable()
+        if not self.lock.held:
+            told = []
+
+            def waiting(who: str) -> None:
+                if not told:
+                    told.append(who)
+                    self._log(f"waiting for {who} to finish with the library")
+
+            try:
+                self.lock.acquire(float("inf"), waiting, cancelled=lambda: cmd.control.cancelled or self._closed)
+            except LibraryBusyError as e:
+                raise Cancelled("cancelled while waiting for the library") from e
+            self.catalog.before_write = self.lock.check
+        self.writer.writing = True
+        seen = self.catalog.version()
+        if seen != self._seen or self.writer.behind:
+            self.writer.sync(lambda: cmd.control.cancelled)
+            self._seen = seen
+            self._publish_stats()
+
+    def _end_write(self, save: bool = True) -> None:
+        """After the last queued write: save the vector caches, note the catalog's version (our
+        own writes are not news at the next refresh), and let the lock go."""
+        try:
+            if save and self.lock.held:
+                self.writer.save()
+                self._seen = self.catalog.version()
+        except Exception as e:  # noqa: BLE001 - saving is an optimisation; the catalog is the truth
+            if self.explain(e) is None:
+                traceback.print_exc()
+        finally:
+            self.writer.writing = False
+            self.catalog.before_write = self._refuse_write
+            self.lock.release()
+
+    def _writes_queued(self) -> bool:
+        with self._queue.mutex:
+            return any(c is not None and c.writes for c in self._queue.queue)
 
     def _loop(self) -> None:
         while True:
             cmd = self._queue.get()
             if cmd is None:
-                return
+                break
             self._current = cmd
+            cmd.started = True
             self._emit(Event("started", cmd.id, cmd.name), cmd)
             try:
                 if cmd.control.cancelled and not cmd.name == "open":
                     raise Cancelled("cancelled before it started")
+                if cmd.writes:
+                    self._begin_write(cmd)
                 result = cmd.fn(cmd)
                 cmd.future.set_result(result)
                 self._emit(Event("done", cmd.id, result), cmd)
             except Cancelled as e:
                 cmd.future.set_exception(e)
                 self._emit(Event("done", cmd.id, None), cmd)
-            except HeatSearchError as e:
+            except LockLostError as e:
+                # another writer may hold the lock now: nothing more is written by this one; an
+                # indexing run goes on once the lock is held again (a new run: it scans afresh)
+                self._end_write(save=False)
                 cmd.future.set_exception(e)
+                self._log(str(e))
+                if cmd.name == "index" and not self._closed:
+                    self.submit("index", self._indexing(), writes=True)
                 self._emit(Event("failed", cmd.id, str(e)), cmd)
             except Exception as e:  # noqa: BLE001 - never a silent writer death
-                traceback.print_exc()
-                cmd.future.set_exception(e)
-                self._emit(Event("failed", cmd.id, f"{cmd.name} stopped: {type(e).__name__}: {e}"), cmd)
+                err = self.explain(e)
+                if err is None:
+                    traceback.print_exc()
+                    err = HeatSearchError(f"{cmd.name} stopped: {type(e).__name__}: {e}")
+                cmd.future.set_exception(err)
+                if isinstance(err, ServerUnreachable):
+                    self._end_write(save=False) if self.lock.held else None
+                    self._emit(Event("unreachable", cmd.id, self.outage_words), cmd)
+                elif cmd.name != "refresh":  # a refresh's failure is news only as an outage
+                    self._emit(Event("failed", cmd.id, str(err)), cmd)
+                else:
+                    self._emit(Event("done", cmd.id, None), cmd)
             finally:
                 self._current = None
-                if self._queue.empty() and not self.read_only:
-                    try:
-                        self.writer.save()
-                    except Exception:  # noqa: BLE001 - saving is an optimisation; the catalog is the truth
-                        traceback.print_exc()
+                if self.lock.held and not self._writes_queued():
+                    self._end_write()
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """The writer thread's last act: whatever close() could not wait for is let go here (the
+        lock, the catalog's connections, the models)."""
+        if self.lock.held:
+            self._end_write()
+        self._drop_extractor(timeout=0.2)  # not behind a model still loading (warm_model)
+        self.catalog.close()
 
     def run(self, cmd: Command, timeout: float | None = None):
         """Wait for `cmd` and return its result (raises its error)."""
         return cmd.future.result(timeout)
 
     def close(self, timeout: float = 10.0) -> bool:
-        """Cancel what runs, let the writer save and stop (up to `timeout` s), release the lock.
-        Returns False when the writer was still busy (a model load): the process may exit anyway;
-        the catalog is consistent at every commit."""
+        """Cancel what runs, let the writer save and stop (up to `timeout` s). Returns False when
+        the writer was still busy (a model load): the process may exit anyway (the catalog is
+        consistent at every commit), and the writer lets go of the lock and the catalog itself
+        as soon as it is done."""
         if self._closed:
             return True
         self._closed = True
@@ -609,15 +855,11 @@ class LibraryService:
         except queue.Empty:
             pass
         self._queue.put(None)
-        finished = True
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-            finished = not self._thread.is_alive()
-        if finished:
-            self.lock.release()
-            self._drop_extractor(timeout=0.2)  # not behind a model still loading (warm_model)
-            self.catalog.close()
-        return finished
+        if not self._thread.is_alive():  # never started: nothing else will let go
+            self._let_go()
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 class _Counter:

@@ -12,7 +12,6 @@ and are reconciled or rebuilt at load when the catalog moved on without them.
 from __future__ import annotations
 
 import os
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +90,9 @@ class LibraryWriter:
         self.settings = settings
         self._publish = publish
         self.log = log
-        self.read_only = read_only
+        self.read_only = read_only  # this client may never write the library (a searcher)
+        self.writing = False  # the service holds the writer lock: the only time anything is written
+        self.behind = False  # a cache failed to follow a commit: reconciled at the next sync
         self.target: SpaceState | None = None
         self.serving: SpaceState | None = None
         self.unusable = ""  # why the settings' model cannot run here ("" when it can)
@@ -116,7 +117,7 @@ class LibraryWriter:
         out = [s for s in (self.target, self.serving) if s is not None]
         return out if len(out) < 2 or out[0] is not out[1] else out[:1]
 
-    # ---- the active space ---------------------------------------------------------------------------
+    # ---- the library's spaces -----------------------------------------------------------------------
     def _check_model(self, bb) -> None:
         """Before a space is created for a weights file the user named: the file must load as
         this model (a wrong file would make an empty space that a purge could mistake for the
@@ -130,105 +131,138 @@ class LibraryWriter:
                 raise
             raise WeightsLoadError(f"the weights file {self.settings.weights} cannot be used: {e}") from e
 
-    def activate(self, cancelled=None) -> None:
-        """Load the space of the current settings as the target (created when new) and the space
-        that answers searches until the target is ready; publish a snapshot. When the settings'
-        model cannot run here (a weights file gone with its drive), the library's last space keeps
-        answering and `unusable` says why; nothing is changed."""
+    def open(self, cancelled=None) -> None:
+        """Load the library's own spaces as the catalog has them, reading only: the *target* is
+        the library's active space (what indexing writes), the *serving* space answers searches
+        (the active one once ready, else the newest ready one; when the active space's model
+        cannot run here, the newest ready space whose model can). Spaces already loaded are kept
+        and brought up to the catalog's generation; publishes a snapshot. Never creates or
+        activates a space: a client whose settings differ searches with the library's model
+        (`settings_note` says so). Called at open and whenever the catalog changed (`sync`)."""
+        since = self.generation
         self.generation = self.catalog.generation()
-        self.unusable = ""
-        row = None
-        try:
-            key, bb = resolve_space(self.settings)
-            row = self.catalog.space(key)
-            if row is None and not self.read_only:
-                self._check_model(bb)
-                st = self.settings
-                prec = key.rsplit("|", 1)[1] if key.count("|") > 4 else "f32"
-                row = self.catalog.create_space(key, bb.name, bb.weights_digest, st.max_side, THRESHOLD, Z_RATIO,
-                                                bb.spec.channels, prec, max_wait=OPEN_WAIT_S)
-        except HeatSearchError as e:
-            self.unusable = str(e)
-        if row is not None and not row.active and not self.read_only:
-            self.catalog.set_active(row.id, max_wait=OPEN_WAIT_S)
-            row = self.catalog.space_by_id(row.id)
-        spaces = self.catalog.spaces()  # after set_active: the space it replaced is the newest ready
-        if row is None:  # read-only beside another writer, or unusable settings: the library's own space
-            row = next((s for s in spaces if s.active), None)
-            if row is None and self.unusable:
-                raise HeatSearchError(self.unusable)
+        spaces = self.catalog.spaces()
+        rows = {s.id: s for s in spaces}
+        old: dict[int, SpaceState] = {}
+        for st in self._states():  # loaded before: follow the catalog
+            row = rows.get(st.id)
             if row is None:
-                raise HeatSearchError("this library is not indexed with the current model settings yet "
-                                      "(it is read-only here: another HeatSearch is writing it)")
-        old = {s.id: s for s in self._states()}
-        self.target = old.get(row.id) or self._load(row, cancelled)
-        self.target.row = row
-        if row.ready:
-            self.serving = self.target
+                continue
+            if row.info.white_version != st.row.info.white_version:
+                continue  # another whitening: loaded again below
+            st.row = row
+            st.index.with_space(row)
+            if since != self.generation or self.behind:
+                if st.index.backend_kind == "local":
+                    st.index.reconcile(since)
+                else:
+                    st.index.maintain()
+            old[st.id] = st
+        self.behind = False
+        active = next((s for s in spaces if s.active), None)
+        self.unusable = self._cannot_run(active) if active is not None else ""
+        ready = sorted((s for s in spaces if s.ready), key=lambda s: s.ready_at)
+        if active is not None and active.ready:
+            serve = active
         else:
-            ready = sorted((s for s in spaces if s.ready and s.id != row.id), key=lambda s: s.ready_at)
-            self.serving = (old.get(ready[-1].id) or self._load(ready[-1], cancelled)) if ready else self.target
-        if self.unusable:
-            # searches need the model of the space that answers: when the settings' own cannot run,
-            # the newest ready space whose model can (trial 21: no search worked while the weights
-            # file was away, though the built-in model's descriptions were there)
-            ready = sorted((s for s in spaces if s.ready), key=lambda s: (s.id != self.serving.id, -s.ready_at))
-            runs = next((s for s in ready if self._runs(s)), None)
-            if runs is not None and runs.id != self.serving.id:
-                self.serving = old.get(runs.id) or self._load(runs, cancelled)
-            if not self.read_only:
-                self.target = None  # nothing may be indexed with a model that cannot run
-        if not self.read_only:
-            self.catalog.take_in_nested_folders()
+            serve = ready[-1] if ready else active
+        if self.unusable and serve is not None:
+            # searches need the model of the space that answers: when the library's own cannot run
+            # here (a weights file away with its drive), the newest ready space whose model can
+            runs = next((s for s in sorted(ready, key=lambda s: (s.id != serve.id, -s.ready_at))
+                         if not self._cannot_run(s)), None)
+            serve = runs or serve
+        if active is None and serve is None:
+            self.target = self.serving = None
+        else:
+            self.target = None if active is None else (old.get(active.id) or self._load(active, cancelled))
+            if self.target is not None:
+                old[active.id] = self.target
+            self.serving = self.target if serve is None or (active is not None and serve.id == active.id) else \
+                (old.get(serve.id) or self._load(serve, cancelled))
+            if self.unusable and not self.read_only:
+                self.target = None  # nothing may be indexed with a model that cannot run here
         self.refresh_folders()
         self.publish()
 
-    def _runs(self, row: SpaceRow) -> bool:
-        """Whether the model of space `row` can be built here (its weights file found, the same
-        file): what searches in it need. Cheap: locates and hashes (cached), builds nothing."""
-        weights = self.settings.weights if row.info.backbone == self.settings.backbone else ""
+    sync = open
+
+    def activate(self, cancelled=None) -> None:
+        """Make the space of the current settings the library's active one (created when new),
+        then load the spaces again (`open`). A write: only under the writer lock, for an
+        indexing run or a settings change the person asked for. Raises a HeatSearchError in
+        words when the settings' model cannot run here (nothing is changed then)."""
+        key, bb = resolve_space(self.settings)
+        row = self.catalog.space(key)
+        if row is None:
+            self._check_model(bb)
+            st = self.settings
+            prec = key.rsplit("|", 1)[1] if key.count("|") > 4 else "f32"
+            row = self.catalog.create_space(key, bb.name, bb.weights_digest, st.max_side, THRESHOLD, Z_RATIO,
+                                            bb.spec.channels, prec, max_wait=OPEN_WAIT_S)
+        if not row.active:
+            self.catalog.set_active(row.id, max_wait=OPEN_WAIT_S)
+        self.open(cancelled)
+
+    def settings_note(self) -> str:
+        """"" when the settings ask for the library's own model; else what differs, in words
+        (searches and automatic indexing use the library's model)."""
+        active = self.target.row if self.target is not None else None
+        if active is None:
+            active = next((s for s in self.catalog.spaces() if s.active), None)
+        if active is None:
+            return ""
         try:
-            return load_backbone(row.info.backbone, weights or None).weights_digest == row.info.weights_digest
-        except HeatSearchError:
-            return False
+            key, _ = resolve_space(self.settings)
+        except HeatSearchError as e:
+            return f"your settings' model cannot run here ({e}); this library's own model is used"
+        if key == active.key:
+            return ""
+        st, info = self.settings, active.info
+        want = []
+        if st.backbone != info.backbone:
+            want.append(st.backbone)
+        elif key.split("|")[1] != info.weights_digest:
+            want.append("another weights file")
+        if st.max_side != info.max_side:
+            want.append(f"{st.max_side} px")
+        prec = key.rsplit("|", 1)[1] if key.count("|") > 4 else "f32"
+        if prec != info.precision:
+            want.append({"int8": "8-bit", "bf16": "16-bit", "f32": "exact precision"}.get(prec, prec))
+        return (f"this library is described with {info.backbone} at {info.max_side} px"
+                f"{'' if info.precision == 'f32' else ' (' + info.precision + ')'}; your settings ask for "
+                f"{', '.join(want) or 'another model'}: the library's model is used")
+
+    def _cannot_run(self, row: SpaceRow) -> str:
+        """"" when the model of space `row` can be built here (its weights file found, the same
+        file); else why not, in words. Cheap: locates and hashes (cached), builds nothing."""
+        info = row.info
+        if info.backbone not in REGISTRY:
+            return f"this library's model '{info.backbone}' is not known to this HeatSearch (update it)"
+        weights = self.settings.weights if info.backbone == self.settings.backbone else ""
+        try:
+            bb = load_backbone(info.backbone, weights or None)
+        except HeatSearchError as e:
+            return str(e)
+        if bb.weights_digest != info.weights_digest:
+            return (f"this library's {info.backbone} was made with another weights file than "
+                    f"{weights or 'the built-in one'} (choose that file in Settings)")
+        if info.precision == "int8" and not int8_available():
+            return "this library's 8-bit model needs OpenVINO and NNCF (pip install nncf)"
+        return ""
 
     def _load(self, row: SpaceRow, cancelled=None) -> SpaceState:
         w = whitening_of(row)
         if self.catalog.stores_vectors:
             from ..index.server import ServerIndex
 
-            index = ServerIndex(self.catalog, row, w, self.log)
+            index = ServerIndex(self.catalog, row, w, self.log, may_write=lambda: self.writing)
         else:
             from ..index.local import LocalIndex
 
             index = LocalIndex(self.catalog, self.home, row, w, self.log)
         index.load(self.generation, cancelled)
         return SpaceState(row, w, index)
-
-    def reload(self) -> None:
-        """Read-only beside another writer: pick up what it committed (new generation, a refit,
-        a space that became ready)."""
-        gen = self.catalog.generation()
-        rows = {s.id: s for s in self.catalog.spaces()}
-        for st in self._states():
-            new = rows.get(st.id)
-            if new is None:
-                continue
-            if new.info.white_version != st.row.info.white_version:
-                fresh = self._load(new)
-                st.row, st.whitening, st.index = fresh.row, fresh.whitening, fresh.index
-            else:
-                st.row = new
-                st.index.with_space(new)
-                if gen != self.generation and st.index.backend_kind == "local":
-                    gen = st.index.reconcile(self.generation)  # the state it read (it may be newer)
-                elif gen != self.generation:
-                    st.index.maintain()
-        self.generation = gen
-        if self.target is not None and self.target is not self.serving and rows.get(self.target.id, self.target.row).ready:
-            self.serving = self.target
-        self.refresh_folders()
-        self.publish()
 
     def publish(self) -> None:
         sv = self.serving
@@ -246,7 +280,7 @@ class LibraryWriter:
 
     def save(self, force: bool = False) -> bool:
         """Write the vector caches when the catalog moved on since their last save."""
-        if self.read_only:
+        if self.read_only or not self.writing:
             return False
         wrote = False
         for st in self._states():
@@ -268,50 +302,59 @@ class LibraryWriter:
         return self.serving.index.alive if self.serving else 0
 
     # ---- the sink: commits, then the caches -----------------------------------------------------------
-    def _after(self, gen: int) -> None:
-        self.generation = gen  # only now: the commit succeeded
+    def _after(self, gen: int, follow: Callable[[], None]) -> None:
+        """The catalog committed generation `gen`: bring the caches along (`follow`), and only then
+        say they reflect it. When a cache fails to follow, the generation stays the one they last
+        matched, so saved files are never labelled with a generation they lack (the next load
+        reconciles them from the catalog)."""
+        try:
+            follow()
+        except BaseException:
+            self.behind = True  # `open` (the next write's sync) reconciles the caches from self.generation
+            raise
+        self.generation = gen
 
     def commit_batch(self, records: list[Record], existing: dict[str, int], claim: set[int],
                      cancelled=None, waiting=None) -> BatchOutcome:
         """One transaction for a batch of Records in the target space, then its vectors."""
         out = self.catalog.apply_batch(self.target.id, records, existing, claim, cancelled, waiting)
-        self._after(out.generation)
-        self.target.index.apply(out.added, out.killed)
-        if self.serving is not self.target and out.dropped:  # new content: the old space's vector is stale
-            self.serving.index.hide(out.dropped)
+
+        def follow():
+            self.target.index.apply(out.added, out.killed)
+            if self.serving is not self.target and out.dropped:  # new content: the old space's vector is stale
+                self.serving.index.hide(out.dropped)
+
+        self._after(out.generation, follow)
         self.publish()
         return out
 
     def record_failures(self, failures: list[tuple[str, int, str]], known: dict[str, Known]) -> None:
-        self._after(self.catalog.record_failures(failures, known))
-        for st in self._states():
-            st.index.hide([known[p].id for p, _, _ in failures if p in known])
+        gen = self.catalog.record_failures(failures, known)
+        ids = [known[p].id for p, _, _ in failures if p in known]
+        self._after(gen, lambda: [st.index.hide(ids) for st in self._states()])
 
     def mark_missing(self, ids: list[int], cancelled=None) -> None:
         """Photos whose folder vanished: out of the results, rows and descriptors kept."""
         if not ids:
             return
-        self._after(self.catalog.set_status(ids, "missing", cancelled))
-        for st in self._states():
-            st.index.hide(ids)
+        gen = self.catalog.set_status(ids, "missing", cancelled)
+        self._after(gen, lambda: [st.index.hide(ids) for st in self._states()])
         self.publish()
 
     def restore(self, ids: list[int]) -> None:
         """Photos marked missing whose file is back unchanged: searchable again, no CNN."""
         if not ids:
             return
-        self._after(self.catalog.set_status(ids, "indexed"))
-        for st in self._states():
-            st.index.restore(ids)
+        gen = self.catalog.set_status(ids, "indexed")
+        self._after(gen, lambda: [st.index.restore(ids) for st in self._states()])
         self.publish()
 
     def remove(self, ids: list[int], folder_ids=(), cancelled=None) -> None:
         """Rows (and folder rows) forgotten. Photos are never touched."""
         if not ids and not folder_ids:
             return
-        self._after(self.catalog.remove_images(ids, folder_ids, cancelled))
-        for st in self._states():
-            st.index.hide(ids)
+        gen = self.catalog.remove_images(ids, folder_ids, cancelled)
+        self._after(gen, lambda: [st.index.hide(ids) for st in self._states()])
         self.publish()
 
     def mark_ready(self, whole: bool = True) -> None:
@@ -393,7 +436,7 @@ class LibraryWriter:
             if state != f.state:
                 changed[f.id] = state
             out.append(FolderInfo(f.id, f.path, state))
-        if changed and not self.read_only:
+        if changed and self.writing:
             self.catalog.set_folder_states(changed, max_wait=OPEN_WAIT_S)
         self.folders = tuple(out)
 
@@ -528,9 +571,3 @@ def _mounted(parent: Path) -> bool:
     except OSError:
         return False
 
-
-def sample_ids(ids: list, k: int, seed: int = 0) -> list:
-    """A reproducible random sample of k ids (all when fewer)."""
-    if len(ids) <= k:
-        return list(ids)
-    return random.Random(seed).sample(list(ids), k)

@@ -80,6 +80,9 @@ class Progress:
     folder_totals: dict[int, int] = field(default_factory=dict)  # photos found per folder by the scan
     workers: int = 0  # producers at work (1 here; the actors of a cluster)
     scanned: int = 0  # photo files the scan looked at
+    # photos a cluster's workers did not find where --path-map sent them (the driver has them):
+    # counted among `failed` too; `heatsearch index` exits 1 when the last Progress has any
+    unmapped: int = 0
 
     def emit(self) -> "Progress":
         """A copy to hand out (listing the errors since the last one), after which they are cleared."""
@@ -332,7 +335,17 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
 
     paces: deque[tuple[float, int]] = deque()
     stopped = control.cancelled
-    batches = producer.run(p.tasks, p.reuse, writer.mu, params, batch_size, cancelled)
+    redo: list[FileInfo] = []  # copies whose source was described again meanwhile: described themselves
+    by_path = {t.path: t for t in p.tasks}
+
+    def all_batches():
+        yield from producer.run(p.tasks, p.reuse, writer.mu, params, batch_size, cancelled)
+        while redo and not control.cancelled:  # without reuse: these never come back
+            again = list(redo)
+            redo.clear()
+            yield from producer.run(again, {}, writer.mu, params, batch_size, cancelled)
+
+    batches = all_batches()
     try:
         for records in ([] if stopped else batches):
             described = len(records)
@@ -347,9 +360,11 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
             for i in out.moved:
                 p.gone.pop(i, None)
                 p.claim.discard(i)
-            prog.done += described
+            redo.extend(by_path[q] for q in out.redo if q in by_path)
+            prog.done += described - len(out.redo)
             prog.failed += len(out.errors)
             prog.reused += out.reused
+            prog.unmapped = getattr(producer, "unmapped", 0)  # a RayProducer's count (distributed.py)
             prog.last_errors.extend((paths.display(path), why) for path, why in out.errors)
             el = time.monotonic() - t0 - (control.paused_s - paused0)
             prog.rate = prog.done / el if el > 0 else 0.0
@@ -482,8 +497,11 @@ def _finish(writer: "LibraryWriter", control, p: Plan, prog: Progress, whole: bo
     prog.phase = "finishing"
     yield prog.emit()
     if not control.cancelled:
-        writer.mark_ready(whole)
+        # the whitening first: a space becomes searchable (here and for every other reader) only
+        # with its vectors and whitening stored, never unwhitened for a moment in between
         writer.refit_whitening(cancelled=lambda: control.cancelled)
+        if not control.cancelled:
+            writer.mark_ready(whole)
         writer.maintain(lambda: control.cancelled)
     writer.publish()
     writer.save()

@@ -33,6 +33,8 @@ from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
 from ..signature import best_turns, content_of, frame_scores, inverse_turn, orient, thumb
 
+STALE_RETRIES = 5  # searches run again on a fresh snapshot when a refit dropped the table they read
+
 __all__ = ["Filters", "SearchRequest", "SearchResult", "Searcher", "SearchWorker", "Hit", "request_from_settings"]
 
 
@@ -238,11 +240,27 @@ class Searcher:
     # ---- search ---------------------------------------------------------------------------------
     def search(self, req: SearchRequest) -> SearchResult:
         """Answer one request on the library's current snapshot. A snapshot of a shared library
-        whose search table another process replaced (a refit) is refreshed once."""
+        whose search table a refit replaced (and dropped) is refreshed and the search run again.
+        While the
+        library's server is known not to answer, fails at once with one line (ServerUnreachable);
+        a database failure is the catalog's one-line error, never a driver's message."""
+        self.svc.check_reachable()
         try:
-            return self._search(req, self.svc.snapshot())
-        except StaleSnapshotError:
-            return self._search(req, self.svc.fresh_snapshot())
+            snap = self.svc.snapshot()
+            for _ in range(STALE_RETRIES):
+                try:
+                    return self._search(req, snap)
+                except StaleSnapshotError:  # refits in a row: each retry reads the newest table
+                    snap = self.svc.fresh_snapshot()
+            return self._search(req, snap)
+        except HeatSearchError as e:
+            self.svc.explain(e)  # a ServerUnreachable starts the outage state
+            raise
+        except Exception as e:
+            err = self.svc.explain(e)
+            if err is None:
+                raise
+            raise err from e
 
     def _search(self, req: SearchRequest, snap) -> SearchResult:
         t0 = time.perf_counter()
