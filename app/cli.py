@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .core import policy
-from .core.errors import HeatSearchError, InputError, LibraryBusyError
+from .core.errors import HeatSearchError, InputError
 from .core.features.engine import ENGINES
 from .core.features.registry import DEFAULT_BACKBONE
 

@@ -51,19 +51,17 @@ def main(argv=None) -> int:
     try:
         home = check_home(home_dir(a.home))
         library = a.library or QSettings(str(home / "window.ini"), QSettings.IniFormat).value("library", "") or None
-        svc, problems = open_library(home, library, interactive=not a.screenshot)
+        svc, problems = open_library(home, library)
     except HeatSearchError as e:
         if a.screenshot:
             print(f"heatsearch: {e}", file=sys.stderr)
         else:
             QMessageBox.critical(None, "HeatSearch", str(e))
         return 1
-    win = MainWindow(svc)
+    win = MainWindow(svc, problems)
     warming = svc.warm_model()  # the first search then finds the model loaded
     if warming is not None and a.screenshot:
         warming.join(120)  # the screenshot shows a search as a user meets it, after the warm-up
-    if problems:
-        win.status_label.setText("; ".join(problems))
     if a.screenshot:
         w, h = (int(v) for v in a.size.split("x"))
         win.resize(w, h)
@@ -85,11 +83,7 @@ def main(argv=None) -> int:
     if a.index:
         wait(win.indexingFinished)
 
-        def indexing():  # a run whose end was told is over, though the service holds it while it saves
-            cur = svc.running
-            return win.index_cmd is not None or (cur is not None and cur.name == "index" and not cur.future.done())
-
-        while indexing():
+        while win.indexing.running:
             wait(win.indexingFinished, 60_000)
     if a.query:
         box = tuple(float(v) for v in a.box.split(",")) if a.box else None

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QAbstractSpinBox, QApplication, QButtonGroup, QCo
 from ..core.config import PRESETS, Settings
 from ..core.errors import HeatSearchError
 from ..core.features.engine import EngineChoice, available_devices, available_engines, int8_available, precision_of
-from ..core.features.registry import REGISTRY
+from ..core.features.registry import REGISTRY, check_weights
 from .widgets import choose_path
 
 ENGINE_WORDS = {"auto": "Automatic (the fastest exact engine)", "openvino": "OpenVINO (processor)",
@@ -257,8 +257,6 @@ class SettingsDialog(QDialog):
             self.advanced_btn.setChecked(True)
 
     def _accept(self) -> None:
-        from .main_window import check_weights
-
         new = self.result_settings()
         try:
             check_weights(new)

@@ -46,8 +46,9 @@ def window(qtbot, tiny_home):
     before = {t.name for t in threading.enumerate()}
     win = make_window(qtbot, tiny_home)
     yield win
+    bridge = win.bridge
     win.shutdown()
-    assert not win.bridge.worker.is_alive()
+    assert bridge is None or not bridge.worker.is_alive()
     assert win.loader.pool.activeThreadCount() == 0
     leftover = [t for t in threading.enumerate() if t.name.startswith("heatsearch") and t.name not in before and t.is_alive()]
     assert not leftover, f"worker threads outlived the test: {leftover}"
@@ -55,8 +56,8 @@ def window(qtbot, tiny_home):
 
 def wait_idle(qtbot, win, timeout=60000):
     """Until no indexing job runs or is queued for this window."""
-    qtbot.waitUntil(lambda: win.index_cmd is None and win.svc.running is None and win.svc._queue.empty()
-                    and not win._reindex_again, timeout=timeout)
+    qtbot.waitUntil(lambda: win.indexing.index_cmd is None and win.svc.running is None and win.svc._queue.empty()
+                    and not win.indexing.again, timeout=timeout)
 
 
 def index_folder(qtbot, win, folder, timeout=60000):

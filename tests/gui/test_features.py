@@ -76,7 +76,7 @@ def test_duplicates_view_groups_exports_and_finds_similar(qtbot, window, tmp_pat
     dlg.tree.setCurrentItem(first)
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(dlg.similar_btn, Qt.LeftButton)
-    assert window.query_path == first.data(0, Qt.UserRole)
+    assert window.search.query_path == first.data(0, Qt.UserRole)
     assert not dlg.isVisible()  # the results are not hidden behind the dialog
     window.dup_action.trigger()  # and View -> Duplicates brings the groups back as they were
     assert dlg.isVisible() and dlg.tree.topLevelItemCount() == len(dlg.groups) == 2

@@ -51,7 +51,7 @@ def test_drop_a_photo_and_get_results(qtbot, window, photo_dir):
     res = blocker.args[0]
     assert res is not None and len(res.hits) == 12
     assert window.results_model.rowCount() == 12
-    assert window.query_path == str(q.resolve())
+    assert window.search.query_path == str(q.resolve())
     # the right answers first: the photo itself, then the other views of scene 1
     assert res.hits[0].path == str(q.resolve()) and {Path(h.path).parent.name for h in res.hits[:3]} == {"scene1"}
     # thumbnails arrive in the background and the delegate paints them; file names are shown
@@ -88,7 +88,7 @@ def test_drawn_box_is_sent_in_original_image_pixels(qtbot, window, photo_dir, tm
         qtbot.mouseMove(view, p2)
         qtbot.mouseRelease(view, Qt.LeftButton, pos=p2)
     res = blocker.args[0]
-    box = window.last_request.box
+    box = window.search.last_request.box
     assert res.box == box and res.hits
     tol = 1.5 / s + 1
     assert all(abs(a - b) <= tol for a, b in zip(box, want)), (box, want)
@@ -99,7 +99,7 @@ def test_drawn_box_is_sent_in_original_image_pixels(qtbot, window, photo_dir, tm
     # Esc clears the box and searches the whole photo again
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.keyClick(view, Qt.Key_Escape)
-    assert window.last_request.box is None and view.box is None
+    assert window.search.last_request.box is None and view.box is None
 
 
 def test_box_can_be_moved_by_dragging_inside(qtbot, window, photo_dir):
@@ -115,7 +115,7 @@ def test_box_can_be_moved_by_dragging_inside(qtbot, window, photo_dir):
         qtbot.mousePress(view, Qt.LeftButton, pos=inside)
         qtbot.mouseMove(view, moved)
         qtbot.mouseRelease(view, Qt.LeftButton, pos=moved)
-    x1, y1, x2, y2 = window.last_request.box
+    x1, y1, x2, y2 = window.search.last_request.box
     assert abs(x1 - 30) <= 2 and abs(y1 - 20) <= 2 and abs((x2 - x1) - 30) <= 1 and abs((y2 - y1) - 30) <= 1
 
 
@@ -123,7 +123,7 @@ def test_stale_results_never_replace_newer(qtbot, window, photo_dir):
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene2" / "img0.jpg")
     current = list(window.results_model.hits)
-    stale = window.last_result
+    stale = window.search.last_result
     window.run_search()  # a newer request is now the latest
     stale_copy = type(stale)(stale.request_id, stale.hits[:1], None, stale.query_size, None, False, {})
     window._on_result(stale_copy)
@@ -349,7 +349,7 @@ def test_paste_accepts_a_copied_path(qtbot, window, photo_dir):
     QGuiApplication.clipboard().setText(str(q))
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         window.paste_query()
-    assert window.query_path == str(q)
+    assert window.search.query_path == str(q)
 
 
 def test_the_built_in_viewer_pages_through_results_and_searches(qtbot, window, photo_dir):
@@ -367,7 +367,7 @@ def test_the_built_in_viewer_pages_through_results_and_searches(qtbot, window, p
     target = res.hits[1].path
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.mouseClick(viewer.search_btn, Qt.LeftButton)
-    assert window.query_path == target and not viewer.isVisible()
+    assert window.search.query_path == target and not viewer.isVisible()
 
 
 def test_open_elsewhere_says_so_when_the_system_cannot(qtbot, window, photo_dir, monkeypatch):
@@ -508,6 +508,6 @@ def test_a_box_started_just_beside_the_photo_starts_at_its_edge(qtbot, window, p
         qtbot.mouseMove(view, QPoint((p1.x() + p2.x()) // 2, (p1.y() + p2.y()) // 2))
         qtbot.mouseMove(view, p2)
         qtbot.mouseRelease(view, Qt.LeftButton, pos=p2)
-    box = window.last_request.box
+    box = window.search.last_request.box
     assert box is not None and box[0] <= 1.5 / s + 1 and box[1] <= 1.5 / s + 1, box
     assert abs(box[2] - 100) <= 1.5 / s + 1 and abs(box[3] - 60) <= 1.5 / s + 1, box

@@ -157,9 +157,9 @@ def test_the_viewers_buttons_take_tab_and_draw_a_box_here_searches_a_box(qtbot, 
     assert viewer.row == row and viewer.isVisible()
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.keyClick(viewer.box_btn, Qt.Key_Return)
-    assert not viewer.isVisible() and window.query_path == path
+    assert not viewer.isVisible() and window.search.query_path == path
     w, h = window.query_view.orig_size
-    box = window.last_request.box
+    box = window.search.last_request.box
     assert box is not None and box == pytest.approx((w / 4, h / 4, 3 * w / 4, 3 * h / 4), abs=1)
     # the viewer again; the window clicked (the viewer stays above it); Esc closes the viewer
     viewer = open_viewer(qtbot, window)
@@ -300,7 +300,7 @@ def test_8_remove_takes_the_photos_out_of_the_grid_at_once_and_says_when_it_is_d
     assert window.library.folder_list.count() == 1
     # and the results are searched again in the library as it is now (the trial: "18 results" with
     # the old scores stayed until the person searched again)
-    qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
+    qtbot.waitUntil(lambda: window.search.last_result.generation == window.svc.snapshot().generation, timeout=20000)
     assert sorted(Path(h.path).name for h in window.results_model.hits) == sorted(f"k{i}.png" for i in range(6))
     assert "is no longer among the results" in window.status_label.text()
     # (trial 19) a photo of the removed folder, searched again: its results say none is a match
@@ -388,13 +388,13 @@ def test_a_query_deleted_from_disk_keeps_its_results_and_serves_none_deleted(qtb
     (root / "k01.png").unlink()
     window.activateWindow()
     qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
-    qtbot.waitUntil(lambda: window.last_result is not None and window.svc.snapshot().generation == window.last_result.generation
+    qtbot.waitUntil(lambda: window.search.last_result is not None and window.svc.snapshot().generation == window.search.last_result.generation
                     and "was deleted" in window.status_label.text(), timeout=30000)
     after = [os.path.basename(h.path) for h in window.results_model.hits]
     assert "no such photo" not in window.status_label.text()
     assert sorted(after) == sorted(before[1:]), after
     assert not viewer.isVisible() and "k01.png was deleted: searched as shown; its viewer closed" in window.status_label.text()
-    assert window.query_view.image is not None and window.query_path is None
+    assert window.query_view.image is not None and window.search.query_path is None
 
 
 def test_a_long_name_is_cut_in_its_middle_not_off_the_screen(qtbot, window, tmp_path):
@@ -516,7 +516,7 @@ def test_a_tiff_and_an_exif_turned_png_as_thumbnail_preview_and_query_with_a_box
         qtbot.mousePress(view, Qt.LeftButton, pos=p1)
         qtbot.mouseMove(view, p2)
         qtbot.mouseRelease(view, Qt.LeftButton, pos=p2)
-    x1, y1, x2, y2 = (int(v) for v in window.last_request.box)
+    x1, y1, x2, y2 = (int(v) for v in window.search.last_request.box)
     shown = view.image.copy(round(x1 * view.image.width() / oriented[0]), round(y1 * view.image.height() / oriented[1]),
                             round((x2 - x1) * view.image.width() / oriented[0]), round((y2 - y1) * view.image.height() / oriented[1]))
     shown = shown.convertToFormat(shown.Format.Format_RGB888)
@@ -559,13 +559,13 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     shutil.rmtree(weights.parent)  # the drive is unplugged
     from app.gui.main_window import MainWindow
 
-    svc, problems = open_library(home, None, interactive=False)
+    svc, problems = open_library(home, None)
     win = MainWindow(svc)
     qtbot.addWidget(win)
     win.status_label.setText("; ".join(problems))  # as app.main says them
     win.show()
     qtbot.wait(1500)  # the start-up rescan would have begun by now
-    assert svc.running is None and svc._queue.empty() and win.index_cmd is None
+    assert svc.running is None and svc._queue.empty() and win.indexing.index_cmd is None
     assert (home / "settings.json").read_text() == settings_before
     assert problems == ["Indexing waits: the model cannot run here (the Library pane says why)"]
     # the whole reason where it is not cut (trial 20: "weights file not found…" in the status line)
@@ -578,7 +578,7 @@ def test_startup_with_its_weights_file_gone_never_changes_the_model(qtbot, tmp_p
     write_photo(photo_dir / "scene1" / "while_away.png", 98)
     qtbot.wait(3000)  # the watcher reacts within a second or two
     stop()
-    assert win.index_cmd is None and svc.running is None and boxes == []
+    assert win.indexing.index_cmd is None and svc.running is None and boxes == []
     # the drive is back: the window finds the file by itself, indexes, and the reason goes
     # (trial 20: the message stayed after the file was back, and nothing was indexed)
     weights.parent.mkdir()
@@ -631,31 +631,28 @@ def test_a_read_only_window_follows_what_the_writer_adds(qtbot, tmp_path, photo_
     writer.close()
 
 
-def test_a_second_window_asks_in_a_sentence_before_opening_read_only(qtbot, tiny_home):
-    """(trial 19) Opening a library another HeatSearch holds asks whether to open it read-only;
-    the question began in lower case ("the library in ... is in use by ..."). No: nothing opens."""
-    from app.core.errors import LibraryBusyError
-    from app.core.library.service import LibraryService
-    from app.gui.opener import open_library
-    from tests.gui.conftest import tiny_settings
+def test_a_second_window_opens_at_once_and_indexes_beside_an_idle_first(qtbot, tiny_home, tmp_path, photo_dir):
+    """(issue 46) Two windows on one library: the second opens at once (no question, no
+    read-only), adds a folder with its own button and indexes while the first sits idle (an idle
+    window holds no lock), and the first follows what the second indexed, searching it."""
+    from app.gui.library_controller import REFRESH_MS
+    from tests.gui.conftest import make_window
 
-    writer = LibraryService(tiny_home, tiny_settings())
-    asked = []
-
-    def answer(dlg):
-        asked.append(dlg.text())
-        # (trial 20) in front of the first window: it opened behind it
-        asked.append(bool(dlg.windowFlags() & Qt.WindowStaysOnTopHint))
-        qtbot.keyClick(dlg, Qt.Key_Escape)
-
+    first = make_window(qtbot, tiny_home)
+    second = make_window(qtbot, tiny_home)
     try:
-        when_modal(answer)
-        with pytest.raises(LibraryBusyError):
-            open_library(tiny_home)
+        assert "(search only)" not in second.windowTitle() and QApplication.activeModalWidget() is None
+        answer_file_dialog(qtbot, str(photo_dir))
+        with qtbot.waitSignal(second.indexingFinished, timeout=60000) as done:
+            qtbot.mouseClick(second.empty_add_btn, Qt.LeftButton)
+        assert done.args[0] is not None and done.args[0].phase == "done"
+        assert second.svc.stats()["indexed"] == 12
+        qtbot.waitUntil(lambda: "12 photos searchable" in first.library.summary.text(), timeout=REFRESH_MS * 5)
+        res = search(qtbot, first, photo_dir / "scene3" / "img2.jpg")
+        assert res is not None and len(res.hits) == 12
     finally:
-        writer.close()
-    assert asked and asked[0].startswith("The library in ") and "read-only" in asked[0], asked
-    assert asked[1] is True
+        second.shutdown()
+        first.shutdown()
 
 
 def test_a_box_drawn_with_the_keyboard(qtbot, window, photo_dir):
@@ -723,7 +720,7 @@ def test_small_words_and_sizes(qtbot, window, photo_dir):
     """(also) The status line shortens with "…" and keeps the whole text in its tooltip; opening the
     filters never takes width from the query photo; the search status speaks no jargon; Copy path
     says it copied; time left is rounded to the nearest minute."""
-    from app.gui.main_window import time_left
+    from app.gui.indexing_controller import time_left
 
     index_folder(qtbot, window, photo_dir)
     search(qtbot, window, photo_dir / "scene1" / "img0.jpg")
@@ -1569,7 +1566,7 @@ def test_after_remove_the_results_are_shown_from_their_top(qtbot, window, tmp_pa
     wheel(window.results_view.viewport(), -6)  # the person scrolls down the results
     assert bar.value() > 0
     remove_folder(qtbot, window, "drop")
-    qtbot.waitUntil(lambda: window.last_result.generation == window.svc.snapshot().generation, timeout=20000)
+    qtbot.waitUntil(lambda: window.search.last_result.generation == window.svc.snapshot().generation, timeout=20000)
     qtbot.waitUntil(lambda: bar.value() == 0, timeout=5000)
 
 
@@ -1582,7 +1579,7 @@ def test_a_box_drawn_after_scrolling_shows_its_results_from_their_top(qtbot, win
     assert bar.value() > 0
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         qtbot.keyClick(window.query_view, Qt.Key_B)
-    assert window.last_request.box is not None
+    assert window.search.last_request.box is not None
     qtbot.waitUntil(lambda: bar.value() == 0, timeout=5000)
 
 
@@ -2069,7 +2066,7 @@ def test_the_log_shows_each_reason_in_full(qtbot, window, tmp_path):
     index_folder(qtbot, window, d)
     qtbot.mouseClick(window.log_btn, Qt.LeftButton)
     lst = window._log_dialog.findChild(QListWidget)
-    qtbot.waitUntil(lambda: lst.isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: lst.isVisible() and lst.item(0).text() != "Reading…", timeout=5000)  # read off the GUI thread
     item = lst.item(0)
     assert "the file ends early (an incomplete copy or download)" in item.text(), item.text()
     rect = lst.visualItemRect(item)
@@ -2363,7 +2360,7 @@ def test_a_subfolder_deleted_while_it_is_indexed_is_found_gone(qtbot, window, tm
     seen = add_watching(window, d)
     qtbot.waitUntil(lambda: any(n >= 20 for n in seen), timeout=60000)
     shutil.rmtree(d / "deleteme")
-    qtbot.waitUntil(lambda: window.index_cmd is None, timeout=60000)  # the run ends
+    qtbot.waitUntil(lambda: window.indexing.index_cmd is None, timeout=60000)  # the run ends
     # with no Rescan asked: what was indexed of the subfolder is found missing, nothing skipped
     qtbot.waitUntil(lambda: window.svc.stats().get("missing", 0) > 0, timeout=60000)
     wait_idle(qtbot, window)
@@ -2393,7 +2390,7 @@ def test_a_drag_whose_release_was_lost_ends_at_the_next_move(qtbot, window, phot
     with qtbot.waitSignal(window.searchFinished, timeout=30000,
                           check_params_cb=lambda res: res is not None and res.plan.box_mode != "map"):
         QApplication.sendEvent(view, lost)  # the release went elsewhere
-    assert not view.box_in_motion() and window.last_request.mode != "map"
+    assert not view.box_in_motion() and window.search.last_request.mode != "map"
 
 
 def test_only_the_query_itself_reads_1_00():
@@ -2465,7 +2462,7 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     with qtbot.waitSignal(window.searchFinished, timeout=30000):  # searched again (trial 21: the grid kept them)
         change(Qt.Key_Down)  # back to 256 px: every photo is indexed with these settings, nothing to ask
     qtbot.waitUntil(lambda: window.svc.settings.max_side == 256 and window.svc.snapshot().space.id == at_256, timeout=20000)
-    assert window.last_result.space_id == at_256
+    assert window.search.last_result.space_id == at_256
     # said (trial 22: the weights file back, the same query's results changed without a word)
     assert "; redone with Tiny test network (256 px) now in use" in window.status_label.text()
     search(qtbot, window, photo_dir / "scene1" / "img1.jpg")  # a search of its own: nothing "again"
@@ -2475,7 +2472,7 @@ def test_the_re_index_question_counts_the_model_and_what_is_indexed_already(qtbo
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         write_photo(photo_dir / "scene1" / "added.png", 42)  # the watcher indexes it at 256 px
     wait_idle(qtbot, window)
-    window.model_pace = 10.0 * 0.05 * (256 / 512) ** 2  # the last run: 10 photos a second, tiny network at 256 px
+    window.indexing.model_pace = 10.0 * 0.05 * (256 / 512) ** 2  # the last run: 10 photos a second, tiny network at 256 px
     change(Qt.Key_Up, yes=False)  # 320 px again: only the photo added since
     qtbot.waitUntil(lambda: len(asked) == 3, timeout=20000)
     assert asked[2].startswith("These settings were used before: the photos not yet described with them are "
@@ -2496,13 +2493,13 @@ def test_photos_moved_without_the_model_leave_the_re_index_estimate_alone(qtbot,
     for i in range(20):
         write_photo(d / f"p{i}.png", i, size=(160, 120))
     index_folder(qtbot, window, d)
-    rate = window.model_pace
+    rate = window.indexing.model_pace
     assert rate > 0
     with qtbot.waitSignal(window.indexingFinished, timeout=60000):
         for i in range(20):
             (d / f"p{i}.png").rename(d / f"renamed{i}.png")  # the watcher's run finds them moved
     assert window.svc.stats()["indexed"] == 20
-    assert window.model_pace == rate
+    assert window.indexing.model_pace == rate
 
 
 def test_the_duplicates_settings_are_remembered(qtbot, tiny_home):
@@ -2550,7 +2547,7 @@ def test_a_query_photo_that_cannot_be_read_keeps_the_last_search(qtbot, window, 
     view = window.query_view
     view.setFocus()
     qtbot.keyClick(view, Qt.Key_B)  # a box, searched
-    qtbot.waitUntil(lambda: window.last_result is not None and window.last_result.box is not None, timeout=10000)
+    qtbot.waitUntil(lambda: window.search.last_result is not None and window.search.last_result.box is not None, timeout=10000)
     before = [h.path for h in window.results_model.hits]
     image, box = view.image, view.box
     whole = (root / "k03.png").read_bytes()
@@ -2564,7 +2561,7 @@ def test_a_query_photo_that_cannot_be_read_keeps_the_last_search(qtbot, window, 
     said = window.status_label.text()
     assert said == "Cannot read half.jpg: the file ends early (an incomplete copy or download); the last search stays", said
     assert window.status_label.shown_text() == said  # whole, not cut with "…"
-    assert view.image is image and view.box == box and window.query_path == str(root / "k01.png")
+    assert view.image is image and view.box == box and window.search.query_path == str(root / "k01.png")
     assert [h.path for h in window.results_model.hits] == before
     assert (root / "k03.png").read_bytes() == whole
     (tmp_path / "notes.jpg").write_text("not a photo")  # not read at all: the same
@@ -2577,8 +2574,8 @@ def test_a_query_photo_that_cannot_be_read_keeps_the_last_search(qtbot, window, 
     # and the search goes on from there: a box moved by keys searches the kept photo
     view.setFocus()
     qtbot.keyClick(view, Qt.Key_Right)
-    qtbot.waitUntil(lambda: window.last_result.box is not None and window.last_result.box != box, timeout=10000)
-    assert window.last_request.path == str(root / "k01.png")
+    qtbot.waitUntil(lambda: window.search.last_result.box is not None and window.search.last_result.box != box, timeout=10000)
+    assert window.search.last_request.path == str(root / "k01.png")
 
 
 def test_the_status_line_shares_its_room_by_what_each_part_says(qtbot, window, tmp_path):
@@ -2593,7 +2590,7 @@ def test_the_status_line_shares_its_room_by_what_each_part_says(qtbot, window, t
     qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
     wait_idle(qtbot, window)
     window.set_query_path(str(long))  # as Open… does
-    qtbot.waitUntil(lambda: window.last_request.path == str(long) and window.last_result.request_id == window.last_request.id
+    qtbot.waitUntil(lambda: window.search.last_request.path == str(long) and window.search.last_result.request_id == window.search.last_request.id
                     and window.query_view.image is not None, timeout=10000)
     viewer = open_viewer(qtbot, window, row=0)
     long.unlink()
@@ -2620,7 +2617,7 @@ def test_the_grid_says_what_it_is_for_before_and_during_the_first_search(qtbot, 
     answer_file_dialog(qtbot, root / "k01.png")
     qtbot.mouseClick(window.query.open_btn, Qt.LeftButton)
     assert view.empty_note == "Searching…"  # the answer has not been taken yet: no event loop ran since the click
-    qtbot.waitUntil(lambda: window.last_result is not None, timeout=10000)
+    qtbot.waitUntil(lambda: window.search.last_result is not None, timeout=10000)
     assert view.empty_note == "" and window.results_model.rowCount() == 3
 
 
@@ -2664,7 +2661,7 @@ def test_an_empty_grid_under_a_filter_blames_the_filter_not_the_library(qtbot, w
     qtbot.waitUntil(lambda: folder.findData(str((root / "b").resolve())) > 0, timeout=10000)
     folder.setFocus()
     qtbot.keyClicks(folder, "b")
-    qtbot.waitUntil(lambda: window.results_view.empty_note != "" and window.last_request.filters.active, timeout=10000)
+    qtbot.waitUntil(lambda: window.results_view.empty_note != "" and window.search.last_request.filters.active, timeout=10000)
     assert "the photos the filter keeps may hold nothing like this" in window.results_view.empty_note
 
 
@@ -2701,7 +2698,7 @@ def test_the_viewer_zooms_far_holding_no_more_than_the_photo(qtbot, window, tmp_
     root = searched_library(qtbot, window, tmp_path / "lib", 2)
     write_photo(root / "big.png", 9, size=(2400, 1800))
     window.set_query_path(str(root / "big.png"))
-    qtbot.waitUntil(lambda: window.last_result is not None and window.last_result.request_id == window.last_request.id
+    qtbot.waitUntil(lambda: window.search.last_result is not None and window.search.last_result.request_id == window.search.last_request.id
                     and window.results_model.rowCount() == 3, timeout=30000)
     viewer = open_viewer(qtbot, window, row=0)
     qtbot.waitUntil(lambda: not viewer.picture.shown_size().isEmpty(), timeout=10000)
@@ -2780,10 +2777,10 @@ def test_a_query_that_breaks_after_it_was_answered_never_brings_back_the_one_bef
     root = searched_library(qtbot, window, tmp_path / "lib", 4)
     second = root / "k02.png"
     window.set_query_path(str(second))  # as Open… does
-    qtbot.waitUntil(lambda: window.last_request.path == str(second) and window.last_result.request_id == window.last_request.id,
+    qtbot.waitUntil(lambda: window.search.last_request.path == str(second) and window.search.last_result.request_id == window.search.last_request.id,
                     timeout=10000)
     second.write_bytes(second.read_bytes()[:200])  # cut off while it is the query
     window.activateWindow()
     qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
     qtbot.waitUntil(lambda: "cannot read" in window.status_label.text().lower(), timeout=30000)
-    assert window.query_path != str(root / "k01.png") and window.last_request.path != str(root / "k01.png")
+    assert window.search.query_path != str(root / "k01.png") and window.search.last_request.path != str(root / "k01.png")

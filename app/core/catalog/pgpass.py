@@ -31,6 +31,20 @@ def has_password(url: str) -> bool:
     return any(p.split("=", 1)[0] == "password" and p.split("=", 1)[1:] != [""] for p in query.split("&") if p)
 
 
+def split_password(url: str) -> tuple[str, str]:
+    """(the URL without the password in its user part, that password, percent-decoded; "" when
+    none): for a person who typed the password into an address that is then remembered."""
+    from urllib.parse import unquote
+
+    scheme, rest = url.split("://", 1)
+    netloc, sep, tail = rest.partition("/")
+    if "@" not in netloc or ":" not in netloc.rsplit("@", 1)[0]:
+        return url, ""
+    userinfo, host = netloc.rsplit("@", 1)
+    user, password = userinfo.split(":", 1)
+    return f"{scheme}://{user}@{host}{sep}{tail}", unquote(password)
+
+
 def plain(url: str) -> str:
     """A driver URL (postgresql+psycopg://) as libpq reads it (postgresql://)."""
     scheme, rest = url.split("://", 1)

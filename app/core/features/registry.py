@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from ..errors import WeightsLoadError, WeightsMissingError
+from ..errors import HeatSearchError, WeightsLoadError, WeightsMissingError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -374,3 +374,19 @@ def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> B
     for p in module.parameters():
         p.requires_grad_(False)
     return Backbone(spec, path, digest, mean, std, module)
+
+
+def check_weights(settings) -> None:
+    """Raise a HeatSearchError naming the Settings field to use when the model of `settings`
+    (a config.Settings) cannot run here. Cheap: locates the weights file, loads nothing."""
+    if settings.backbone not in REGISTRY:
+        raise HeatSearchError(f"Model: unknown model '{settings.backbone}'")
+    spec = REGISTRY[settings.backbone]
+    try:
+        spec.locate(settings.weights or None)
+    except HeatSearchError as e:
+        label = spec.label or spec.name
+        if settings.weights:
+            raise HeatSearchError(f"Weights file: {e}") from e
+        raise HeatSearchError(f"Model: {label} needs its weights file, which is not on this computer. "
+                              "Choose the file with Weights file → Browse…, or keep a built-in model.") from e

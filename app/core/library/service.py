@@ -37,6 +37,7 @@ import time
 import traceback
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -253,6 +254,12 @@ class LibraryService:
         """Why the library's model cannot run here ("" when it can): searches use another ready
         space whose model runs, and nothing is indexed until it can."""
         return self.writer.unusable
+
+    def model_runs(self) -> bool:
+        """Whether the library's model can run here now (its weights file back with its drive).
+        Cheap: the file is located and its digest checked, nothing is built. Any thread."""
+        active = self.writer.active
+        return active is None or not self.writer._cannot_run(active)
 
     @property
     def can_index(self) -> bool:
@@ -882,3 +889,18 @@ class _Counter:
         with self._cond:
             self._cond.wait_for(lambda: self._n == 0, timeout)
 
+
+def remember_password(home, url: str, password: str = "") -> str:
+    """Keep a shared library's password in the data folder's password file (mode 0600; libpq's
+    format), never in a URL that is remembered or shown: returns `url` without its password. A
+    password typed into the URL is moved there too; "" and none keeps what was saved before."""
+    from ..catalog import pgpass
+
+    address, typed = pgpass.split_password(url) if pgpass.has_password(url) else (url, "")
+    password = password or typed
+    if password:
+        try:
+            pgpass.save(Path(home) / pgpass.NAME, pgpass.targets(address)[0], password)
+        except (OSError, ValueError, IndexError, ImportError) as e:
+            raise InputError(f"the password could not be kept in {home}: {e}") from e
+    return address

@@ -94,6 +94,7 @@ class LibraryWriter:
         self.writing = False  # the service holds the writer lock: the only time anything is written
         self.behind = False  # a cache failed to follow a commit: reconciled at the next sync
         self.target: SpaceState | None = None
+        self.active: SpaceRow | None = None  # the library's active space as last read (its model may not run here)
         self.serving: SpaceState | None = None
         self.unusable = ""  # why the settings' model cannot run here ("" when it can)
         self.generation = 0
@@ -159,7 +160,7 @@ class LibraryWriter:
                     st.index.maintain()
             old[st.id] = st
         self.behind = False
-        active = next((s for s in spaces if s.active), None)
+        active = self.active = next((s for s in spaces if s.active), None)
         self.unusable = self._cannot_run(active) if active is not None else ""
         ready = sorted((s for s in spaces if s.ready), key=lambda s: s.ready_at)
         if active is not None and active.ready:
@@ -559,6 +560,7 @@ class LibraryWriter:
             "unusable": self.unusable,
             "library": self.catalog.where,
             "taken_range": self.catalog.date_range(),
+            "exclusions": self.catalog.exclusions(),
         })
         return out
 
