@@ -29,6 +29,13 @@ def resource_path(name: str) -> Path:
 
 def main(argv=None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
+    if a.library:
+        from ..core.catalog.pgpass import has_password
+
+        if has_password(a.library):  # as the command line says it: seen by every user in `ps`
+            print("heatsearch: the password in this URL is visible to other users of this computer (ps); save it once "
+                  "with `heatsearch server login URL` (or File > Open shared library…) and leave it out of the URL",
+                  file=sys.stderr)
     if a.screenshot and not os.environ.get("QT_QPA_PLATFORM"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtCore import QEventLoop, QTimer
