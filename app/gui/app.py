@@ -30,9 +30,9 @@ def resource_path(name: str) -> Path:
 def main(argv=None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
     if a.library:
-        from ..core.catalog.pgpass import has_password
+        from ..core.library.service import url_has_password
 
-        if has_password(a.library):  # as the command line says it: seen by every user in `ps`
+        if url_has_password(a.library):  # as the command line says it: seen by every user in `ps`
             print("heatsearch: the password in this URL is visible to other users of this computer (ps); save it once "
                   "with `heatsearch server login URL` (or File > Open shared library…) and leave it out of the URL",
                   file=sys.stderr)

@@ -890,6 +890,13 @@ class _Counter:
             self._cond.wait_for(lambda: self._n == 0, timeout)
 
 
+def url_has_password(url: str) -> bool:
+    """Whether a library URL carries a password (which every user of the computer sees in `ps`)."""
+    from ..catalog import pgpass
+
+    return pgpass.has_password(url)
+
+
 def remember_password(home, url: str, password: str = "") -> str:
     """Keep a shared library's password in the data folder's password file (mode 0600; libpq's
     format), never in a URL that is remembered or shown: returns `url` without its password. A
