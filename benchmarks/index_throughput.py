@@ -64,6 +64,7 @@ def child(engine: str, folder: Path, home: Path, backbone: str) -> dict:
     phases = {}
     svc.subscribe(lambda ev: ev.kind == "progress" and phases.setdefault(ev.data.phase, time.perf_counter()))
     if not reduced or reduced == "bf16":
+        svc.run(svc.index())  # a new library's space is made by its first (here empty) indexing run
         ex = svc.extractor()  # loaded before timing: both measurements start with a ready engine
         ex.forward([ex.prepare_path(photos[0]).array])
     t = time.perf_counter()

@@ -319,8 +319,9 @@ class MainWindow(QMainWindow):
         self.log_btn = QPushButton("Log")
         self.log_btn.setToolTip("Files that were skipped, and why")
         self.log_btn.clicked.connect(self.show_log)
-        sb.addWidget(self.outage_label)
-        sb.addWidget(SharedLine(self.status_label, self.index_label), 1)
+        self.status_line = SharedLine(self.status_label, self.index_label)
+        sb.addWidget(self.outage_label, 1)  # while it shows, it is the whole line (searches and indexing wait)
+        sb.addWidget(self.status_line, 1)
         for w in (self.progress, self.pause_btn, self.cancel_btn, self.log_btn):
             sb.addPermanentWidget(w)
 
@@ -488,6 +489,7 @@ class MainWindow(QMainWindow):
         """A shared library's server stopped answering (one line, kept while it lasts; searches
         say it too) or answers again (the line goes, and what failed meanwhile is tried again)."""
         self.outage_label.setText(words if down else "")
+        self.status_line.setVisible(not down)
         if down:
             return
         if self.status_label.text() == self.lib.svc.outage_words:
@@ -808,9 +810,14 @@ class MainWindow(QMainWindow):
             return
         if what == "keep":
             self._keep_last_search(msg)
+        elif self.svc is not None and (msg == self.svc.outage_words or "cannot reach the PostgreSQL server" in msg):
+            # the server does not answer: this photo stays the query, and is searched by itself
+            # once it answers (the grid says so: results of the previous photo would mislead)
+            self.status_label.setText(self.svc.outage_words)
+            self._clear_results("")
+            self.results_view.set_empty_note("The shared library is not answering: this photo is searched as soon "
+                                             "as it answers")
         else:
-            if self.svc is not None and (msg == self.svc.outage_words or "cannot reach the PostgreSQL server" in msg):
-                msg = self.svc.outage_words  # the same one line as the status bar's
             self.status_label.setText(msg)
             if what == "unreadable":
                 self.query_view.set_image(None, msg)

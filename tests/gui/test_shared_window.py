@@ -74,21 +74,27 @@ def test_a_server_that_stops_is_one_line_and_the_window_recovers(qtbot, served, 
         words = svc.outage_words
         assert "is not answering" in words and listen in words
         qtbot.waitUntil(lambda: win.outage_label.text() == words, timeout=REFRESH_MS * 5)
-        # a search meanwhile says the same, in one line, at once
+        # the line has the status bar to itself (searches and indexing wait)
+        assert win.outage_label.isVisible() and not win.status_line.isVisible()
+        assert win.outage_label.width() > win.outage_label.fontMetrics().horizontalAdvance(words)
+        # a search meanwhile says the same, at once; the photo stays the query, the grid says it waits
         assert search_with_open(qtbot, win, photo_dir / "scene2" / "img1.jpg") is None
         assert win.status_label.text() == words
-        assert len(win.results_model.hits) == 12  # the last answer stays on screen
+        assert not win.results_model.hits and "searched as soon as it answers" in win.results_view.empty_note
         qtbot.wait(REFRESH_MS * 3)  # several refreshes find it still down: nothing more is said
         assert win.outage_label.text() == words
         assert not said and not dialogs(), said
         err = capfd.readouterr().err
         assert "Traceback" not in err and "psycopg" not in err and "sqlalchemy" not in err.lower(), err
 
-        pgserver.start(data, listen)
-        qtbot.waitUntil(lambda: win.outage_label.text() == "", timeout=REFRESH_MS * 10)
+        # started again: the line goes, and the photo asked for meanwhile is searched by itself
+        with qtbot.waitSignal(win.searchFinished, timeout=REFRESH_MS * 10,
+                              check_params_cb=lambda r: r is not None and r.hits[0].path.endswith("img1.jpg")):
+            pgserver.start(data, listen)
+        assert win.outage_label.text() == "" and win.status_line.isVisible()
         assert win.status_label.text() != words  # the stale line went too
-        res = search_with_open(qtbot, win, photo_dir / "scene2" / "img1.jpg")
-        assert res is not None and res.hits[0].path.endswith("img1.jpg")
+        res = search_with_open(qtbot, win, photo_dir / "scene3" / "img0.jpg")
+        assert res is not None and res.hits[0].path.endswith("img0.jpg")
         assert not said and not dialogs(), said
         assert "Traceback" not in capfd.readouterr().err
     finally:
