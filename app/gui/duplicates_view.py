@@ -69,9 +69,9 @@ class WrapWords(QStyledItemDelegate):
 
 
 class WrapName(QStyledItemDelegate):
-    """A file name on the lines of its thumbnail's row (trial 32: a long name cut to one line,
+    """A file name on the lines of its thumbnail's row (cut to one line, a long name read
     "Summer holiday i…inal edit v3.jpg"), cut in its middle past them: its start and its extension
-    both say which it is (trial 20: cut at the start, "…S30__2_.jpg" lost the camera's name)."""
+    both say which it is (cut at its start, "…S30__2_.jpg" lost the camera's name)."""
 
     def initStyleOption(self, option, index):
         super().initStyleOption(option, index)
@@ -104,7 +104,7 @@ class DuplicatesDialog(QDialog):
         self.crops = QCheckBox("Include crops")
         self.crops.setChecked(True)
         self.crops.setToolTip("Also group photos that are a crop of another photo")
-        if ui_settings is not None:  # both remembered, as the results' cut-off (trial 29: back to 0.92 at every start)
+        if ui_settings is not None:  # both remembered, as the results' cut-off (else back to 0.92 at every start)
             try:
                 self.slider.setValue(int(ui_settings.value("duplicates_alike", self.slider.value())))
             except (TypeError, ValueError):
@@ -124,7 +124,7 @@ class DuplicatesDialog(QDialog):
         self.tree.setColumnWidth(0, 330)
         self.tree.setColumnWidth(1, 90)
         self.tree.setColumnWidth(2, 160)
-        # a wider dialog widens the folder and the reason, not the reason alone (trial 6: the folder
+        # a wider dialog widens the folder and the reason, not the reason alone (else the folder
         # stayed cut at "…ial6/photos/life/camera" in a maximised dialog)
         self.tree.header().setSectionResizeMode(2, QHeaderView.Stretch)
         self.tree.header().setSectionResizeMode(3, QHeaderView.Stretch)
@@ -170,7 +170,7 @@ class DuplicatesDialog(QDialog):
         self.resize(900, 600)
 
     def _enable(self) -> None:
-        """Each button only where it has something to act on (trial 11: all enabled with no group)."""
+        """Each button only where it has something to act on (none while no group is shown)."""
         item = self.tree.currentItem()
         photo = item is not None and item.parent() is not None
         self.reveal_btn.setEnabled(photo)
@@ -200,7 +200,7 @@ class DuplicatesDialog(QDialog):
         self.groups = groups
         self.shown = n
         photos = sum(len(g.members) for g in groups)
-        # a link frees nothing: counted apart (trial 23: "3 could go" counted links to photos elsewhere)
+        # a link frees nothing: counted apart (else "3 could go" counted links to photos elsewhere)
         links = sum(m.link for g in groups for m in g.members[1:])
         extra = sum(len(g.members) - 1 for g in groups) - links
         besides = f" (and {plural(links, 'link')}, which free{'s' if links == 1 else ''} no space)" if links else ""
@@ -208,9 +208,9 @@ class DuplicatesDialog(QDialog):
         # (whole-photo copies: a crop's number is its window's, held to a bar of its own)
         least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
                     default=None)
-        # (trial 24 read "the least alike whole-photo copy found" as jargon)
-        # and "copies found down to 1.00 alike" read as confusing (trial 25); a copy at half size
-        # reads 1.00 too: "the same pixels" was said of it (trial 27)
+        # in plain words: "the least alike whole-photo copy found" read as jargon, "copies found down
+        # to 1.00 alike" as confusing; a copy at half size reads 1.00 too, so it is "the same
+        # picture", not "the same pixels"
         spread = ("" if least is None else "; every copy found is the same picture" if least >= 0.995
                   else f"; the least alike copy found: {least:.2f}")
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go{besides} if you kept the "
@@ -223,7 +223,7 @@ class DuplicatesDialog(QDialog):
                  "resized": "resized copies", "turned": "turned or mirrored copies", "edited": "edited copies",
                  "bordered": "copies with a border", "crop": "crops", "similar": "copies"}
         for k, g in enumerate(groups, 1):
-            # every kind of copy the group holds, loosest first (trial 27: "resized copies" over an identical file too)
+            # every kind of copy the group holds, loosest first (not "resized copies" alone over an identical file too)
             held = sorted({m.relation for m in g.members[1:]}, key=lambda r: -STRENGTH[r]) or ["exact"]
             words = [kinds[r] for r in held]
             named = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
@@ -275,12 +275,12 @@ class DuplicatesDialog(QDialog):
 
     def export(self, target: str | None = None) -> str | None:
         if target is None:
-            # where the last list went (trial 12: the dialog always opened in the home folder)
+            # where the last list went (else the dialog always opened in the home folder)
             start = self.ui_settings.value("last_export_dir", "") if self.ui_settings is not None else ""
             target, chosen = choose_path(self, "Export the duplicate groups",
                                          os.path.join(start or os.path.expanduser("~"), "duplicates.csv"),
                                          "CSV (*.csv);;JSON (*.json)", mode="save")
-            if target and not os.path.splitext(target)[1]:  # a name typed without one (trial 11: "dups1")
+            if target and not os.path.splitext(target)[1]:  # a name typed without one ("dups1")
                 target += ".json" if "json" in chosen.lower() else ".csv"
         if not target:
             return None
@@ -301,7 +301,7 @@ class DuplicatesDialog(QDialog):
         else:
             with open(target, "w", newline="") as fh:
                 w = csv.writer(fh)
-                # the dialog's own words in `reason` (trial 10: the CSV said "turned" for mirrored)
+                # the dialog's own words in `reason` (the relation alone says "turned" for mirrored too)
                 w.writerow(["group", "kind", "keep", "relation", "reason", "similarity", "width", "height", "bytes", "path"])
                 for r in records:
                     for m in r["members"]:

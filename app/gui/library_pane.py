@@ -12,8 +12,8 @@ from ..core.library.paths import display
 
 
 def folder_names(paths: list[str]) -> list[str]:
-    """What the pane calls each folder: its name, with its parent's where two share a name (trial
-    13: two folders called "Misc" looked alike), or its whole path where that is not enough."""
+    """What the pane calls each folder: its name, with its parent's where two share a name (two
+    folders called "Misc" looked alike), or its whole path where that is not enough."""
     def name(p, up):
         parts = display(p).rstrip("/").split("/")
         return parts[-1] if up == 0 else f"{parts[-1]} (in {'/'.join(parts[-1 - up:-1]) or '/'})"
@@ -39,7 +39,7 @@ class LibraryPane(QWidget):
                                     "HeatSearch only reads them: it never changes, moves or deletes a photo.")
         self.folder_list.setWordWrap(True)
         self.folder_list.setTextElideMode(Qt.ElideMiddle)
-        # a folder's two lines (its name, its count) one band, told from the next folder's (trial 32:
+        # a folder's two lines (its name, its count) one band, told from the next folder's (else
         # 4 folders read as a list of 8 items)
         self.folder_list.setAlternatingRowColors(True)
         self.folder_list.setSpacing(1)
@@ -113,19 +113,20 @@ class LibraryPane(QWidget):
                 count = f"{indexed} of {total} {done}" + (", paused" if paused else "")
             elif indexing and not indexed and not total:  # just added: its scan has not counted it yet
                 count = "being scanned…"
-            elif left.get(f["path"]):  # (trial 25: "0 of 60 indexed (stopped)" beside "364 photos searchable")
+            elif left.get(f["path"]):  # stopped; after a switch of settings it says "described again"
+                # ("0 of 60 indexed (stopped)" contradicted "364 photos searchable" beside it)
                 done = "described again" if stats.get("serving_space") else "indexed"
                 count = f"{indexed} of {indexed + left[f['path']]} {done}"
                 stopped = True
             elif not indexed and not failed and not f.get("missing") and f.get("state", "ok") == "ok":
-                count = "no photos found in it"  # trial 11: "0 photos" gave no hint why
+                count = "no photos found in it"  # "0 photos" gave no hint why
             elif not indexed and not failed and not f.get("missing") and f.get("state") == "missing":
-                # its photos forgotten (trial 13: "0 photos" stayed with no hint what it was for)
+                # its photos forgotten ("0 photos" stayed, with no hint what the row was for)
                 count = "nothing left of it · Remove takes it off the list"
             else:
                 count = plural(indexed, "photo")
-            # a narrow pane wraps before a dot, not inside "1 skipped" (trial 22: "· 1" then "skipped");
-            # beside a running or stopped count, on the name's line (trial 23: "· 1 skipped" on a line of its own
+            # a narrow pane wraps before a dot, not inside "1 skipped" (not "· 1", then "skipped");
+            # beside a running or stopped count, on the name's line (not "· 1 skipped" on a line of its own
             # under "0 of 155 described again"), as "stopped" (at the default width "130 of 150 described again
             # (stopped)" wrapped, a line of its own for "(stopped)")
             extra = (" ·\u00a0stopped" if stopped else "") + \
@@ -153,12 +154,12 @@ class LibraryPane(QWidget):
         text = f"{plural(n, 'photo')} searchable" if stats.get("folders") else ""
         old = stats.get("serving_space")
         if old and stats.get("folders"):
-            # short: the pane is narrow (trial 27: six lines, and "(not running: Resume or Rescan goes on)" read
+            # short: the pane is narrow (it took six lines, and "(not running: Resume or Rescan goes on)" read
             # awkwardly); the rows and the Resume button say the rest
             text += (" (the previous settings); "
                      + f"{stats.get('indexed', 0)} described again for the new settings"
                      + (", paused" if indexing and paused else " so far" if indexing else ", stopped"))
-        if stats.get("unusable") and stats.get("folders"):  # in full: the status line cut it (trial 20)
+        if stats.get("unusable") and stats.get("folders"):  # in full here: the status line cut it
             text += (f". Indexing waits: {stats['unusable']}. Searches use the descriptions made before (by a model "
                      "that runs here); indexing starts by itself once the model can run (its weights file back), or "
                      "choose another model in Settings")
@@ -166,8 +167,8 @@ class LibraryPane(QWidget):
 
     def chosen_item(self) -> QListWidgetItem | None:
         """The folder row the person selected: not merely the current one, which the list makes
-        its first row when it takes the focus (trial 22: after a restart Remove offered to forget
-        a folder nobody chose)."""
+        its first row when it takes the focus (after a restart Remove offered to forget a folder
+        nobody chose)."""
         items = self.folder_list.selectedItems()
         return items[0] if items else None
 
@@ -181,7 +182,7 @@ class LibraryPane(QWidget):
             QMessageBox.information(self, "Remove a folder", "Select a folder in the list first (click it, or Space on it).")
             return
         path = item.data(Qt.UserRole)
-        # (trial 17: a folder that is gone was said to keep its photos on disk "exactly as they are")
+        # a folder that is gone is not said to keep its photos on disk "exactly as they are"
         after = ("The folder is gone from the disk; HeatSearch forgets what it knew of it."
                  if item.data(Qt.UserRole + 1) == "missing" else
                  "Its photos stay on disk exactly as they are; HeatSearch only stops searching them.")
@@ -189,8 +190,8 @@ class LibraryPane(QWidget):
                           f"Forget {display(path)}?\nIn the library: {item.text().splitlines()[-1].replace(chr(0xa0), ' ')}.\n\n{after}",
                           QMessageBox.NoButton, self)
         # the button says what it does (Alt+R); Enter and Escape cancel: nothing on disk is
-        # touched, but a large folder's index takes hours to make again (trial 21: a mis-click
-        # and Enter forgot 150 photos; trial 16 had asked for Enter to remove)
+        # touched, but a large folder's index takes hours to make again (Enter to remove was
+        # asked for once, but a mis-click and Enter forgot 150 photos)
         remove = box.addButton("&Remove from library", QMessageBox.DestructiveRole)
         cancel = box.addButton(QMessageBox.Cancel)
         box.setDefaultButton(cancel)

@@ -32,7 +32,7 @@ class PreviewPane(QWidget):
         self.picture.setWordWrap(True)
         self.picture.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
         self.picture.setMinimumSize(120, 90)
-        # each line cut in its middle to the pane's width (trial 28: a long name ran off its edge)
+        # each line cut in its middle to the pane's width (a long name ran off its edge)
         self.caption = ElidedLabel(mode=Qt.ElideMiddle)
         v.addWidget(self.picture, 1)
         v.addWidget(self.caption)

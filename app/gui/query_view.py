@@ -146,7 +146,7 @@ class QueryView(QWidget):
         elif self.box is not None and self.to_widget_rect(self.box).contains(pos):
             self._drag = ("move", self.to_image(pos), self.box)
         elif self.image_rect().adjusted(-GRACE, -GRACE, GRACE, GRACE).contains(pos):
-            # a box started just beside the photo starts at its edge (trial 9: a press a few
+            # a box started just beside the photo starts at its edge (else a press a few
             # pixels outside was ignored, the drag drew nothing)
             r = self.image_rect()
             self._drag = ("new", QPointF(min(max(pos.x(), r.left()), r.right()), min(max(pos.y(), r.top()), r.bottom())))

@@ -28,9 +28,9 @@ def caption_height(font: QFont) -> int:
 
 def shown_score(score: float) -> float:
     """A relevance as the grid, the preview and the viewer show it (two decimals): what the cut-off
-    compares (trial 13: results that read "1.00" vanished at "min 1.00"). 1.00 is the query's own
-    file and its copies alone: any other photo reads 0.99 at most (trial 19: 29 photos of a
-    landmark read "1.00", which the README keeps for the photo itself)."""
+    compares (else results that read "1.00" vanished at "min 1.00"). 1.00 is the query's own
+    file and its copies alone: any other photo reads 0.99 at most (else 29 photos of a
+    landmark read "1.00", which is kept for the photo itself)."""
     s = max(0.0, min(1.0, score))
     return 1.0 if s >= 1.0 else min(round(s, 2), 0.99)
 
@@ -123,8 +123,8 @@ class ThumbnailDelegate(QStyledItemDelegate):
         """(file name as it fits `width` px on one line or two joined by "\n", relevance as the
         viewer and --json give it). A long name breaks after a "_", "-", "." or space (not its
         extension's dot): where the rest fits the second line, nearest the name's middle; else where
-        the first line is full. Only what overflows the second line is elided, in its middle (trial
-        19: names cut in the middle on one line at every window size)."""
+        the first line is full. Only what overflows the second line is elided, in its middle (on one
+        line, names were cut in the middle at every window size)."""
         fm = QFontMetrics(font)
         name = os.path.basename(display(hit.path))
         value = f"{shown_score(hit.score):.2f}"
@@ -233,7 +233,7 @@ class ResultsView(QListView):
         self.empty_note = ""  # drawn in the middle while every result is hidden (`set_empty_note`)
 
     def set_empty_note(self, text: str) -> None:
-        """What the grid says while it shows nothing though there are results (trial 13: a cut-off
+        """What the grid says while it shows nothing though there are results (a cut-off
         of 0.99 remembered from the day before left an empty grid, said only in the small line)."""
         if text != self.empty_note:
             self.empty_note = text
@@ -248,9 +248,9 @@ class ResultsView(QListView):
             p.end()
 
     def moveCursor(self, action, modifiers):
-        """Qt's icon mode moves onto rows the cut-off hides (End, Page Down; trial 28: End went to
+        """Qt's icon mode moves onto rows the cut-off hides (End, Page Down: End went to
         #100 of "3 shown", and Return opened it): the nearest shown row instead, or stay. Page
-        Down and Page Up with no page to move by (trial 29: every result in one row) go to the
+        Down and Page Up with no page to move by (every result in one row) go to the
         last and the first shown result, as End and Home."""
         index = super().moveCursor(action, modifiers)
         shown = [r for r in range(self.model().rowCount()) if not self.isRowHidden(r)]

@@ -135,7 +135,7 @@ class ResultsPane(QWidget):
 
     def set_folders(self, folders: list[str], subfolders: list[str] | None = None) -> None:
         """The library folders, and (when known) the folders under them that hold photos, each
-        under the one listed above it by its own name ("Rome" under "2019"; trial 16 read
+        under the one listed above it by its own name ("Rome" under "2019", not
         "Paris/eiffel" under "Paris"), so that typing a name picks it; its whole path in its tooltip."""
         if (list(folders), list(subfolders or ())) == getattr(self, "_folders_shown", None):
             return  # asked again at every library count: the same list is not built again
@@ -170,7 +170,7 @@ class ResultsPane(QWidget):
         self._span = (date.fromtimestamp(span[0]), date.fromtimestamp(span[1])) if span else None
         self._fill_when()
         first, last = self._span or (today - timedelta(days=365), today)
-        if (self.when.currentData() or ("any",))[0] != "custom":  # a range in use stays (trial 16)
+        if (self.when.currentData() or ("any",))[0] != "custom":  # a range in use stays as the library grows
             self.after.setDate(first)
             self.before.setDate(last)
 
@@ -184,7 +184,7 @@ class ResultsPane(QWidget):
         current = self.when.currentData()
         choices = [("Any time", ("any",)), ("Last 30 days", ("days", 30)), ("Last 12 months", ("days", 365)),
                    (f"This year ({today.year})", ("year", today.year)),
-                   (f"Last year ({today.year - 1})", ("year", today.year - 1))]  # trial 15: which year?
+                   (f"Last year ({today.year - 1})", ("year", today.year - 1))]  # named: "Last year" left "which year?"
         if self._span:  # every year the library holds (it listed only the last 12), none without photos
             for y in range(self._span[1].year, max(self._span[0].year, self._span[1].year - 60) - 1, -1):
                 if y < today.year - 1 and (self._years is None or y in self._years):

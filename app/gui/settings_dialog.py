@@ -73,7 +73,7 @@ class SettingsDialog(QDialog):
             bl.addWidget(b)
         self.custom_note = QLabel("Custom settings (see Advanced)")
         # its line is kept when hidden: OK and the fields stay where they are as it comes and goes
-        # (trial 27: a field changed, the note came, and a click on OK's old place missed it)
+        # (a field changed, the note came, and a click on OK's old place missed it)
         keep = self.custom_note.sizePolicy()
         keep.setRetainSizeWhenHidden(True)
         self.custom_note.setSizePolicy(keep)
@@ -172,7 +172,7 @@ class SettingsDialog(QDialog):
         self.advanced_btn.toggled.connect(self._toggle_advanced)
         self.presets.buttonClicked.connect(self._apply_preset)
         self._load(settings)
-        # the preset the fields make, as they change (trial 23: ResNet50 chosen under Advanced,
+        # the preset the fields make, as they change (else with ResNet50 chosen under Advanced,
         # "Balanced (recommended)" stayed chosen until the dialog was opened again)
         for combo in (self.model, self.engine, self.device, self.precision):
             combo.currentIndexChanged.connect(lambda _i: self._show_preset())
@@ -240,7 +240,7 @@ class SettingsDialog(QDialog):
         if self.height() > room:
             self.resize(self.width(), room)
         if screen is not None:  # grown downwards from where it opened: moved up, centred on the
-            frame = self.frameGeometry()  # screen (trial 17: it stopped at the bottom edge at 768 px)
+            frame = self.frameGeometry()  # screen (it stopped at the bottom edge at 768 px)
             top = min(frame.top(), screen.top() + max(0, (screen.height() - frame.height()) // 2))
             left = min(frame.left(), screen.right() - frame.width())
             self.move(max(screen.left(), left), max(screen.top(), top))
@@ -271,7 +271,7 @@ class SettingsDialog(QDialog):
         """A weights file the person named is loaded into its network now, in a child process (a
         few seconds; registry.check_loads), so that a file no engine can use (never trained,
         another network) is refused here, not after the re-index question and the model's load
-        (trial 24: 86 s asked, 12 s of "loading the model…", then the refusal)."""
+        (otherwise: the question (86 s), 12 s of "loading the model…", then the refusal)."""
         from ..core.features.registry import check_loads, load_backbone
 
         self.error.setStyleSheet("")

@@ -120,7 +120,7 @@ class ViewerDialog(QDialog):
         self.scroll.setWidget(self.picture)
         self.scroll.setWidgetResizable(True)
         v.addWidget(self.scroll, 1)
-        # cut in its middle, not widening the window (trial 28: a 217-character name made it 1,869 px
+        # cut in its middle, not widening the window (a 217-character name made it 1,869 px
         # wide on a 1,366 px screen, its buttons off the edge)
         self.caption = ElidedLabel(mode=Qt.ElideMiddle)
         v.addWidget(self.caption)
@@ -171,7 +171,7 @@ class ViewerDialog(QDialog):
             w.installEventFilter(self)
         loader.loaded.connect(self._on_loaded)
         self.whole.loaded.connect(self._on_loaded)
-        # most of the screen it opens on (trial 32: 1000x700 on a 1920x1080 screen), inside it
+        # most of the screen it opens on (not 1000x700 on a 1920x1080 screen), inside it
         # (taller than a 768-px screen, its buttons fell off the bottom)
         room = (parent.screen() if parent is not None else QGuiApplication.primaryScreen()).availableGeometry()
         self.resize(min(max(1000, round(room.width() * 0.75)), room.width() - 40),
@@ -215,7 +215,7 @@ class ViewerDialog(QDialog):
         """Zoom in or out from what is shown (from the fitted size when fitted); `anchor` (a point
         of the scroll area's viewport, the mouse's) keeps the part of the photo under it in place
         (the wheel zoomed about the photo's top-left corner)."""
-        if anchor is None:  # the keys zoom about the middle of what is shown (trial 10: the top-left corner)
+        if anchor is None:  # the keys zoom about the middle of what is shown (not its top-left corner)
             anchor = self.scroll.viewport().rect().center()
         # a photo loaded but not drawn yet zooms about its middle (a + pressed before it was drawn,
         # after a step or a resize, left the zoomed photo at its top-left corner)
@@ -262,7 +262,7 @@ class ViewerDialog(QDialog):
 
     def show_results(self, hits, row: int, heat: bool, fitted: bool = False) -> None:
         """Show result `row` of `hits`; fitted: opened afresh, so the photo fits the window whatever
-        zoom it was closed at (trial 19: it reopened at 47 %, a small photo tiny)."""
+        zoom it was closed at (else it reopened at 47 %, a small photo tiny)."""
         self.hits, self.row, self._end = list(hits), row, ""
         self.heat_check.setChecked(heat)
         if fitted and not self.fit:
@@ -270,8 +270,8 @@ class ViewerDialog(QDialog):
         self._render()
 
     def step(self, d: int) -> None:
-        """The next (d = 1) or previous (-1) result; at either end it stays and says so (trial 6:
-        going round from the last to the first looked like keys that did nothing)."""
+        """The next (d = 1) or previous (-1) result; at either end it stays and says so (going
+        round from the last to the first looked like keys that did nothing)."""
         if not self.hits:
             return
         row = self.row + d
@@ -283,7 +283,7 @@ class ViewerDialog(QDialog):
 
     def toggle_fit(self) -> None:
         """Fitted <-> actual size (100 %: a pixel of the file on a pixel of the screen), about the
-        middle of what is shown (trial 32: actual size opened at the photo's top-left corner, its sky)."""
+        middle of what is shown (not at the photo's top-left corner, its sky)."""
         middle = self.scroll.viewport().rect().center()
         at = self._photo_point(middle) or (0.5, 0.5)
         self.fit = not self.fit
@@ -305,7 +305,7 @@ class ViewerDialog(QDialog):
 
     def done(self, r: int) -> None:
         """Closed (Esc, its window's close, Find similar): its photos, up to 64 MB each, leave the
-        shared image cache and the heap (trial 27: 100 MB stayed after the viewer closed)."""
+        shared image cache and the heap (else 100 MB stayed after the viewer closed)."""
         super().done(r)
         self.picture.show_text("")
         self.loader.forget(VIEWER_LOAD)
@@ -376,7 +376,7 @@ class ViewerDialog(QDialog):
         img = self.loader.get(hit.path, VIEWER_LOAD)
         ready = img is not None and not img.isNull()
         photo = self._photo_size(img) if ready else QSize()
-        # the zoom is of the photo's own pixels (trial 32: of its 4096-px copy, so that a 6144-px
+        # the zoom is of the photo's own pixels (not its 4096-px copy's: a 6144-px
         # photo "fitted 23 %" was drawn at 16 %, and at "100 %" two thirds of its pixels showed)
         if self.fit:
             size = photo.scaled(self._fit_room(), Qt.KeepAspectRatio) if ready else QSize()
@@ -385,11 +385,11 @@ class ViewerDialog(QDialog):
         source, whence = self._source(img, photo, size) if ready else (img, "")
         if not self.fit:
             zoom = f" · {self.zoom:.0%}{whence}"
-        else:  # said too (trial 30: only once zoomed)
+        else:  # said too, not only once zoomed
             zoom = f" · fitted {size.width() / photo.width():.0%}" if ready else ""
         end = f" · {self._end}" if self._end else ""
         more = f" (and {copies_words(len(hit.hidden_copies))}, One per duplicate)" if hit.hidden_copies else ""
-        # the buttons say where the ends are (trial 13: Next stayed enabled on the last result);
+        # the buttons say where the ends are (else Next stayed enabled on the last result);
         # a focused button about to be greyed hands the focus to the other one, or to the photo
         # (Qt would pass it on to the next button: Space on Next at the end then changed the zoom)
         ends = {self.prev_btn: self.row > 0, self.next_btn: self.row < len(self.hits) - 1}

@@ -15,7 +15,7 @@ def choose_path(parent: QWidget, title: str, start: str, filters: str = "", mode
     when typed without one) or a folder ("folder") chosen by the person, and the file type
     chosen; ("", "") when cancelled. The platform's own dialog where it has one; Qt's own
     elsewhere (a bare Linux desktop), made wide enough that its size, type and date columns read
-    whole (trial 16: "32....KiB", "26 11 2...6")."""
+    whole (not "32....KiB", "26 11 2...6")."""
     dlg = QFileDialog(parent, title, start, filters)
     try:
         if mode == "folder":
@@ -114,7 +114,7 @@ class SharedLine(QWidget):
     """Two ElidedLabels side by side sharing one line by what their texts need: both whole when
     they fit; otherwise the shorter whole up to half the width and the longer cut with "…" in the
     rest (an even split cut a search's note at "(an incomplete copy or do…" beside a short
-    indexing line: trial 30)."""
+    indexing line)."""
 
     def __init__(self, left: ElidedLabel, right: ElidedLabel, parent=None):
         super().__init__(parent)

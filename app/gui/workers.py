@@ -83,9 +83,9 @@ class MatchOverlays(QObject):
     def set_query(self, raw, own=None, size=(0, 0), generation: int = 0) -> None:
         """A new query ((C,) raw descriptor, or None: no overlay to make; own: the (H, W) heat
         grid of a whole-photo query, which its own file and its copies show, turned as each lies:
-        the gradient of the cosine vanishes on them, and trial 10 saw the copy at a third of the
-        size warm elsewhere; size: that query's (w, h); generation: the library's, whose model,
-        mean and whitening the grids are made with). The same query on the same library (another
+        the gradient of the cosine vanishes on them, and a copy at a third of the size came out
+        warm elsewhere; size: that query's (w, h); generation: the library's, whose model, mean and
+        whitening the grids are made with). The same query on the same library (another
         filter, count or cut-off) keeps the grids made."""
         key = (raw.tobytes(), generation) if raw is not None else None
         with self._cond:
