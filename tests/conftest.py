@@ -10,6 +10,26 @@ from PIL import Image
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
+
+def _heic_writer() -> None:
+    """The tests write HEIC photos with pillow-heif's encoder (a test dependency only); the app
+    reads them with pi-heif, which has no encoder (app/core/imageio.py registers it as Pillow's
+    HEIF opener). Only a save handler is added here: opening stays the app's."""
+    import app.core.imageio  # noqa: F401 - the app's HEIF opener and the .heic extensions first
+
+    try:
+        import pillow_heif
+    except ImportError:  # the tests that write HEIC then fail in one line: KeyError 'HEIF'
+        return
+
+    def save(im, fp, _filename):
+        pillow_heif.from_pillow(im).save(fp, quality=im.encoderinfo.get("quality", 85))
+
+    Image.register_save("HEIF", save)
+
+
+_heic_writer()
+
 @pytest.fixture(scope="session")
 def models_cache(tmp_path_factory):
     """Exported models shared by the whole session (an export takes seconds; tests share it)."""

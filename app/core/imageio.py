@@ -43,7 +43,8 @@ def _quiet_pillow() -> None:
 _quiet_pillow()
 
 # Formats we index. JPEG, PNG, WebP, TIFF, BMP, GIF (first frame) and AVIF come with Pillow;
-# HEIC/HEIF with the pillow-heif plugin; camera RAW with rawpy (both regular dependencies).
+# HEIC/HEIF with the pi-heif plugin (libheif's decoders only: a read-only app ships no HEVC encoder);
+# camera RAW with rawpy (both regular dependencies).
 # Every one of them is scanned even when its decoder failed to load on this machine: such a
 # file is "cannot be read here" (kept, tried again at every scan), never "gone".
 EXTENSIONS = {".jpg", ".jpeg", ".jpe", ".png", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".avif"}
@@ -52,11 +53,11 @@ RAW_EXTENSIONS = {".cr2", ".cr3", ".nef", ".arw", ".dng", ".raf", ".orf", ".rw2"
 EXTENSIONS |= HEIF_EXTENSIONS | RAW_EXTENSIONS
 UNAVAILABLE: dict[str, str] = {}  # extension -> why its decoder cannot run here
 try:  # well-kept plugin, a regular dependency; guarded so a broken install only loses HEIC
-    import pillow_heif  # type: ignore
+    from pi_heif import register_heif_opener  # type: ignore
 
-    pillow_heif.register_heif_opener()
+    register_heif_opener()
 except Exception as _e:  # noqa: BLE001 - depends on the machine
-    UNAVAILABLE.update(dict.fromkeys(HEIF_EXTENSIONS, f"HEIC photos need pillow-heif, which cannot load here ({type(_e).__name__})"))
+    UNAVAILABLE.update(dict.fromkeys(HEIF_EXTENSIONS, f"HEIC photos need pi-heif, which cannot load here ({type(_e).__name__})"))
 try:
     import rawpy  # type: ignore  # noqa: F401
 except Exception as _e:  # noqa: BLE001

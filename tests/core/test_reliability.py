@@ -106,7 +106,7 @@ def test_3_purge_refuses_while_the_settings_cannot_be_read(tmp_path, home):
 
 
 def test_3_photos_whose_decoder_fails_to_load_are_kept(tmp_path, home):
-    """(3) HEIC photos indexed, then a run where pillow-heif cannot be imported (a broken install):
+    """(3) HEIC photos indexed, then a run where pi-heif cannot be imported (a broken install):
     they are "cannot be read here", never gone; their descriptors stay searchable."""
     d = photos(tmp_path / "photos", 6)
     src = Image.open(write_photo(tmp_path / "h.png", 40, size=(160, 120))).convert("RGB")
@@ -114,8 +114,8 @@ def test_3_photos_whose_decoder_fails_to_load_are_kept(tmp_path, home):
     src.rotate(90, expand=True).save(d / "phone2.heic", quality=90)
     assert cli("index", d, home=home).returncode == 0
     broken = tmp_path / "broken"
-    (broken / "pillow_heif").mkdir(parents=True)
-    (broken / "pillow_heif" / "__init__.py").write_text("raise ImportError('libheif.so: cannot open shared object file')\n")
+    (broken / "pi_heif").mkdir(parents=True)
+    (broken / "pi_heif" / "__init__.py").write_text("raise ImportError('libheif.so: cannot open shared object file')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(broken), str(ROOT)])}
     r = cli("index", d, home=home, env=env)
     assert r.returncode == 0, r.stderr
