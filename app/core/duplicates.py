@@ -34,7 +34,7 @@ from functools import partial
 
 import numpy as np
 
-from .library import paths
+from . import paths
 from .errors import ImageError
 from .imageio import open_oriented, stored_orientation
 from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,

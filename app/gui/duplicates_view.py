@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QHeaderView, QLa
                                QStyledItemDelegate, QStyleOptionViewItem, QTreeWidget, QTreeWidgetItem, QVBoxLayout)
 
 from ..core.duplicates import NEAR_DEFAULT, SLIDER_RANGE, STRENGTH, find_duplicates, to_records
-from ..core.library.paths import display
+from ..core.paths import display
 from .library_pane import plural
 from .viewer import open_externally
 from .widgets import choose_path

@@ -12,7 +12,7 @@ import os
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ..core.library.paths import display, is_within
+from ..core.paths import display, is_within
 from ..core.library.service import LibraryService
 from .library_pane import plural
 from .watcher import LibraryWatcher

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox, QPushButton, QVBoxLayout,
                                QWidget)
 
-from ..core.library.paths import display
+from ..core.paths import display
 
 
 def folder_names(paths: list[str]) -> list[str]:

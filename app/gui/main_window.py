@@ -26,7 +26,7 @@ from ..core.features.engine import EngineChoice, needs_export
 from ..core.features.registry import check_weights, load_backbone
 from ..core.heatmap import normalise
 from ..core.imageio import EXTENSIONS, image_size, is_photo_path
-from ..core.library.paths import display, is_within
+from ..core.paths import display, is_within
 from ..core.library.service import LibraryService, remember_password
 from .indexing_controller import IndexingController
 from .library_controller import LibraryController

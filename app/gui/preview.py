@@ -9,7 +9,7 @@ from PySide6.QtGui import QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ..core.heatmap import overlay_rgba
-from ..core.library.paths import display
+from ..core.paths import display
 from ..core.pipeline.search import Hit
 from .query_view import rgba_qimage
 from .results import shown_score

@@ -12,7 +12,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate
 
 from ..core.heatmap import overlay_rgba
-from ..core.library.paths import display
+from ..core.paths import display
 from ..core.pipeline.search import Hit
 from .query_view import rgba_qimage
 

@@ -13,9 +13,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushB
                                QStyledItemDelegate,
                                QVBoxLayout, QWidget)
 
-from ..core.library.paths import display
+from ..core.paths import display
 from ..core.pipeline.search import Filters
-from ..core.library.paths import is_within
+from ..core.paths import is_within
 from .results import ResultsModel, ResultsView
 from .widgets import DateField, ElidedLabel
 

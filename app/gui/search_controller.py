@@ -15,7 +15,7 @@ from PIL import Image as PILImage
 from PySide6.QtCore import QObject, Signal
 
 from ..core import verification
-from ..core.library.paths import display
+from ..core.paths import display
 from ..core.pipeline.search import Searcher, SearchRequest, SearchResult, request_from_settings
 from ..core.features.registry import REGISTRY
 from .library_controller import LibraryController

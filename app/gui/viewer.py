@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QDialog, QHBoxLayout, QMessageBox, QPu
                                QVBoxLayout, QWidget)
 
 from ..core.heatmap import overlay_rgba
-from ..core.library.paths import display
+from ..core.paths import display
 from ..core.library.service import return_freed_memory
 from .query_view import rgba_qimage
 from .results import copies_words, shown_score

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from app.core.catalog.models import Descriptor, Image as ImageRow
 from app.core.config import Settings
-from app.core.library import paths
+from app.core import paths
 from app.core.library.service import LibraryService
 
 

@@ -12,14 +12,14 @@ Generations: every write transaction that changes which photos are searchable, o
 descriptor is, in any space, bumps the library's generation inside the transaction and stamps
 the descriptors it writes with it; the new generation is returned only after the commit. A
 vector cache (files, a reader's snapshot) that records generation g is exact for g; anything
-older is reconciled against `live_ids` and `descriptors_since(g)`.
+older is reconciled against the live ids and the descriptors written since g (`changes_since`).
 """
 from __future__ import annotations
 
 import hashlib
-
 import os
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -28,9 +28,10 @@ from sqlalchemy import case, delete, func, insert, inspect, or_, select, update
 from sqlalchemy.exc import DBAPIError, DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from .. import paths
 from ..errors import Cancelled, CatalogError, InputError
-from ..library import paths
 from .models import SCHEMA_VERSION, Base, Descriptor, Folder, Image, Meta, Space, State
+from .queries import chunks, under
 from .records import BatchOutcome, FolderInfo, Known, Record, SpaceInfo, SpaceRow
 
 CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
@@ -617,7 +618,7 @@ class Catalog:
         generation."""
         def write(s):
             gen = self._bump(s)
-            for chunk in _chunks(ids, CHUNK):
+            for chunk in chunks(ids, CHUNK):
                 s.execute(update(Image).where(Image.id.in_(chunk)).values(status=status))
                 if status == "indexed":  # back in the results: every space's vector caches take them again
                     s.execute(update(Descriptor).where(Descriptor.image_id.in_(chunk)).values(gen=gen))
@@ -636,7 +637,7 @@ class Catalog:
 
         def write(s):
             gen = self._bump(s)
-            for chunk in _chunks(ids, CHUNK):
+            for chunk in chunks(ids, CHUNK):
                 s.execute(delete(Image).where(Image.id.in_(chunk)))
             if folder_ids:
                 s.execute(delete(Folder).where(Folder.id.in_(folder_ids)))
@@ -674,20 +675,11 @@ class Catalog:
                 .order_by(Descriptor.image_id))]
         return gen, live, fresh
 
-    def descriptors_since(self, space_id: int, generation: int) -> list[tuple[int, bytes]]:
-        """(id, raw bytes) of searchable photos whose descriptor in `space_id` was written after
-        `generation`, by id."""
-        with self._read() as s:
-            return [(i, r) for i, r in s.execute(
-                select(Descriptor.image_id, Descriptor.raw).join(Image, Image.id == Descriptor.image_id)
-                .where(Descriptor.space_id == space_id, Descriptor.gen > generation, Image.status == "indexed")
-                .order_by(Descriptor.image_id))]
-
     def descriptors_of(self, ids, space_id: int) -> dict[int, bytes]:
         """{image id: raw descriptor bytes ((C,) float32)} of those of `ids` that have one."""
         rows: dict[int, bytes] = {}
         with self._read() as s:
-            for chunk in _chunks([int(i) for i in ids], CHUNK):
+            for chunk in chunks([int(i) for i in ids], CHUNK):
                 rows.update(s.execute(select(Descriptor.image_id, Descriptor.raw)
                                       .where(Descriptor.space_id == space_id, Descriptor.image_id.in_(chunk))).all())
         return rows
@@ -715,7 +707,7 @@ class Catalog:
         mtime_ns, camera, border}."""
         out = {}
         with self._read() as s:
-            for chunk in _chunks([int(i) for i in ids], CHUNK):
+            for chunk in chunks([int(i) for i in ids], CHUNK):
                 for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.folder_id, Image.digest,
                                           Image.taken, Image.size, Image.status, Image.sharpness, Image.thumb,
                                           Image.mtime_ns, Image.camera, Image.border)
@@ -823,21 +815,11 @@ class Catalog:
         """The years (local time: today's offset from UTC) in which the searchable photos were
         taken, ascending: the date filter offers those (it offered every year between the first
         and the last, and a year with no photo gave "No results")."""
-        from datetime import datetime
-
         with self._read() as s:
             taken = np.fromiter(s.scalars(select(Image.taken).where(Image.status == "indexed", Image.taken > 0)), np.float64)
         offset = int(datetime.now().astimezone().utcoffset().total_seconds())
         local = (taken + offset).astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64)
         return [int(y) + 1970 for y in np.unique(local)]
-
-    def count_indexed(self, space_id: int | None = None) -> int:
-        """Searchable photos (with a descriptor in `space_id`, when given)."""
-        with self._read() as s:
-            q = select(func.count()).select_from(Image).where(Image.status == "indexed")
-            if space_id is not None:
-                q = q.join(Descriptor, Descriptor.image_id == Image.id).where(Descriptor.space_id == space_id)
-            return int(s.scalar(q) or 0)
 
     # ---- server-side vectors (PostgreSQL: the dialect's pgvector tables) ----------------------------------
     def _server(self):
@@ -905,10 +887,8 @@ def _take_in_nested(s) -> int:
 
 def _under(folder: str) -> list:
     """SQL conditions that hold for rows at or under `folder` (a superset: components decide)."""
-    f = paths.to_db(folder).rstrip("/\\") or "/"
-    esc = f.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    sep = "" if esc.endswith("/") else "/"
-    return [Image.path == f, Image.path.like(f"{esc}{sep}%", escape="\\"), Image.path.like("?bytes:%")]
+    stored, pattern = under(folder)
+    return [Image.path == stored, Image.path.like(pattern, escape="\\"), Image.path.like("?bytes:%")]
 
 
 def _lacking(s, space_id: int) -> int:
@@ -926,12 +906,6 @@ def _space_row(sp: Space) -> SpaceRow:
     wp = np.frombuffer(sp.white_proj, np.float64).reshape(sp.white_dim, sp.channels).copy() if sp.white_dim else None
     return SpaceRow(info, mu, sp.mu_n or 0, wm, wp, sp.white_n or 0, bool(sp.active), bool(sp.ready), sp.ready_at or 0.0,
                     sp.white_shrink or 0.0)
-
-
-def _chunks(seq, n):
-    seq = list(seq)
-    for i in range(0, len(seq), n):
-        yield seq[i: i + n]
 
 
 __all__ = ["Catalog", "dialect_for", "is_url"]

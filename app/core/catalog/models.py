@@ -1,6 +1,6 @@
 """SQLAlchemy 2 models of the catalog, portable between SQLite and PostgreSQL.
 
-Arrays are stored as raw little-endian bytes; paths as `library.paths.to_db` text (reversible
+Arrays are stored as raw little-endian bytes; paths as `paths.to_db` text (reversible
 for names that are not valid UTF-8). Every count, size and time is 64-bit (BIGINT in
 PostgreSQL; SQLite's INTEGER is always 64-bit). Ids are never reused (AUTOINCREMENT in SQLite,
 sequences in PostgreSQL): a vector cached under an id always belongs to the same photo.
@@ -111,7 +111,10 @@ class Space(Base):
     white_shrink: Mapped[float] = mapped_column(Float, default=0.0)
     active: Mapped[int] = mapped_column(Integer, default=1)
     precision: Mapped[str] = mapped_column(String, default="f32")
-    generation: Mapped[int] = mapped_column(BigInteger, default=0)  # unused since schema 4 (library_state)
+    # the space's own generation before schema 3 made one for the library (State), read only by that
+    # migration (migrations._v3). Still declared: catalogs made since hold it NOT NULL with no default
+    # in the database, so every new space row must give it (0)
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)
     mu_n: Mapped[int] = mapped_column(Integer, default=0)
     ready: Mapped[int] = mapped_column(Integer, default=0)
     ready_at: Mapped[float] = mapped_column(Float, default=0.0)

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Engine, make_url
 from ..errors import CatalogError, LibraryBusyError, LockLostError, ServerUnreachable, StaleSnapshotError
 from . import pgpass
 from .lock import describe, whoami
+from .queries import chunks, under
 
 LOCK_KEY = 0x4865_6174  # pg_advisory_lock key of the writer ("Heat")
 CONNECT_TIMEOUT_S = int(os.environ.get("HEATSEARCH_PG_CONNECT_TIMEOUT", "10"))
@@ -254,7 +255,7 @@ class PostgresDialect:
     def vectors_hidden(self, s, ids: list[int]) -> None:
         conn = s.connection()
         for table in _vector_tables(conn):
-            for chunk in _chunks(ids, 5000):
+            for chunk in chunks(ids, 5000):
                 conn.exec_driver_sql(f"DELETE FROM {table} WHERE image_id = ANY(%(ids)s)", {"ids": [int(i) for i in chunk]})
 
     def vectors_restored(self, s, ids: list[int]) -> None:
@@ -264,7 +265,7 @@ class PostgresDialect:
             if found is None:
                 continue
             table, w = found
-            for chunk in _chunks(ids, 5000):
+            for chunk in chunks(ids, 5000):
                 rows = conn.exec_driver_sql("SELECT image_id, raw FROM descriptors WHERE space_id = %(s)s AND "
                                             "image_id = ANY(%(ids)s)", {"s": sid, "ids": [int(i) for i in chunk]}).all()
                 if rows:
@@ -393,7 +394,6 @@ class PostgresDialect:
         if filters is None or not filters.active:
             return self.search(engine, table, q, k, exact, ef)
         from ..index.vectors import EXACT_MAX_WORK
-        from ..library import paths
 
         conds, params = ["i.status = 'indexed'"], {}
         if filters.after is not None:
@@ -405,9 +405,7 @@ class PostgresDialect:
         if filters.folders:
             ors = []
             for n, f in enumerate(filters.folders):
-                f = paths.to_db(f).rstrip("/\\") or "/"
-                esc = f.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-                params[f"f{n}"], params[f"l{n}"] = f, esc + ("" if esc.endswith("/") else "/") + "%"
+                params[f"f{n}"], params[f"l{n}"] = under(f)
                 ors.append(f"(i.path = %(f{n})s OR i.path LIKE %(l{n})s ESCAPE '\\')")
             conds.append("(" + " OR ".join(ors) + ")")
         where = " AND ".join(conds)
@@ -615,9 +613,3 @@ def _rows(rows, dim: int) -> tuple[np.ndarray, np.ndarray]:
     ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
     vecs = np.stack([r[1].to_numpy() if hasattr(r[1], "to_numpy") else np.asarray(r[1], np.float32) for r in rows])
     return ids, vecs.astype(np.float32, copy=False)
-
-
-def _chunks(seq, n):
-    seq = list(seq)
-    for i in range(0, len(seq), n):
-        yield seq[i: i + n]

@@ -112,9 +112,6 @@ class Engine:
     def run(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def close(self) -> None:
-        pass
-
 
 class TorchEngine(Engine):
     """The reference: float32 everywhere (TF32 off on CUDA). No fp16 on a GPU: measured on an H100
@@ -325,19 +322,16 @@ def _checked(name: str, bb: Backbone, models_dir: Path, choice: "EngineChoice", 
     eng, path = build()
     if modelcache.output_ok(eng, path):
         return eng
-    eng.close()
     if name == "openvino":
         log(f"OpenVINO's compiled copy of {bb.name} gives wrong results (a damaged cache): compiling it again")
         modelcache.clear(cache)
         eng, path = build()
         if modelcache.output_ok(eng, path):
             return eng
-        eng.close()
     log(f"the saved model for {bb.name} gives wrong results (damaged or replaced): preparing it again")
     eng, path = build(fresh=True)
     if modelcache.output_ok(eng, path):
         return eng
-    eng.close()
     raise EngineError(f"{PLAIN_NAMES[name]} does not reproduce {bb.name}'s reference output")
 
 

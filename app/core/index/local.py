@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..aggregate.descriptor import Whitening
+from ..catalog.queries import chunks
 from ..catalog.records import SpaceRow
 from ..errors import Cancelled
 from .vectors import VectorStore, choose_backend, remove_files
@@ -65,7 +66,7 @@ class LocalIndex:
         self.store.kill_ids(sorted(gone | (have & fresh_ids)))
         if fresh:
             self.store.append([i for i, _ in fresh], self.whitening.apply(np.stack([np.frombuffer(r, np.float32) for _, r in fresh])))
-        for chunk in _chunks(lacking, 5000):
+        for chunk in chunks(lacking, 5000):
             self.store.append(chunk, self.whitening.apply(self.catalog.raw_descriptors(chunk, sid, self.space.info.channels)))
         self.saved_generation = -1
         self.log(f"caught up with the library ({len(fresh) + len(lacking)} new, {len(gone)} gone)")
@@ -84,7 +85,7 @@ class LocalIndex:
         sid = self.space.id
         ids = self.catalog.live_ids(sid).tolist()
         store = VectorStore(whitening.dim, capacity=max(1024, len(ids)))
-        for chunk in _chunks(ids, 5000):
+        for chunk in chunks(ids, 5000):
             if cancelled is not None and cancelled():
                 return None
             store.append(chunk, whitening.apply(self.catalog.raw_descriptors(chunk, sid, self.space.info.channels)))
@@ -108,7 +109,7 @@ class LocalIndex:
         """Photos searchable again: their vectors from the catalog (those with a descriptor here)."""
         have = sorted(set(int(i) for i in ids) & set(self.catalog.live_ids(self.space.id).tolist()))
         self.store.kill_ids(have)
-        for chunk in _chunks(have, 5000):
+        for chunk in chunks(have, 5000):
             self.store.append(chunk, self.whitening.apply(self.catalog.raw_descriptors(chunk, self.space.id, self.space.info.channels)))
 
     def refit(self, whitening: Whitening, cancelled=None) -> "LocalIndex | None":
@@ -169,9 +170,3 @@ class LocalIndex:
     def snapshot_parts(self) -> dict:
         vecs, ids = self.store.view()
         return {"vectors": vecs, "ids": ids, "graph": self.store.graph, "n_alive": int((ids >= 0).sum())}
-
-
-def _chunks(seq, n):
-    seq = list(seq)
-    for i in range(0, len(seq), n):
-        yield seq[i: i + n]

@@ -49,7 +49,7 @@ from ..errors import (Cancelled, CatalogError, HeatSearchError, InputError, Libr
                       ReadOnlyError, ServerUnreachable)
 from ..features.engine import EngineChoice
 from ..features.extractor import Extractor
-from . import paths
+from .. import paths
 from .snapshot import Snapshot, SpaceInfo
 from .writer import OPEN_WAIT_S, LibraryWriter
 

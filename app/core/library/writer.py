@@ -28,7 +28,7 @@ from ..config import Settings
 from ..errors import HeatSearchError, InputError
 from ..features.engine import EngineChoice, int8_available, precision_of
 from ..features.registry import REGISTRY, WeightsLoadError, WeightsMissingError, check_loads, load_backbone
-from . import paths
+from .. import paths
 from .snapshot import ServerSnapshot, Snapshot
 
 WHITEN_SAMPLE = 20_000  # descriptors used to fit the whitening (a random sample beyond that)

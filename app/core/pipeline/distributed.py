@@ -28,7 +28,7 @@ import numpy as np
 
 from ..catalog.records import Record
 from ..errors import HeatSearchError, InputError
-from ..library import paths
+from .. import paths
 from .produce import ModelSpec, produce
 from .scan import FileInfo
 

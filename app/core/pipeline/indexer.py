@@ -29,7 +29,7 @@ import numpy as np
 
 from ..describe import HewParams, mean_local_feature
 from ..errors import Cancelled, CatalogError
-from ..library import paths
+from .. import paths
 from .produce import Decoded, decode_file, describe_decoded
 from .produce import usable as produce_usable
 from .scan import FileInfo, ScanDiff, diff_folders, vanished_dirs

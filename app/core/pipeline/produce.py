@@ -167,7 +167,6 @@ class ModelSpec:
         ex = Extractor.create(bb, EngineChoice(self.engine, self.device, self.fastest), self.max_side, models_dir, log,
                               self.model or None)
         if ex.engine.precision != self.precision:  # its vectors would not be comparable with the library's
-            ex.engine.close()
             raise EngineError(f"this machine's engine runs at {ex.engine.precision}, the library's vectors are "
                               f"{self.precision}")
         return ex

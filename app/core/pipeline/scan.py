@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..catalog.records import Known
 from ..imageio import is_photo_path
-from ..library import paths
+from .. import paths
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap
 from ..heatmap import stretch_match
 from ..imageio import check_box, decode, file_digest, image_size
-from ..library import paths
+from .. import paths
 from ..library.snapshot import Shortlist
 from ..rerank.her import her_rerank
 from ..rerank.qe import expand_query
