@@ -3,6 +3,7 @@ photos.
 
     python benchmarks/duplicates.py --speed 100000 [--cameras 2]   # synthetic descriptors and signatures
     python benchmarks/duplicates.py --quality           # edits of shared photos, indexed for real
+    python benchmarks/duplicates.py --smoke             # a check that both run: 300 photos; 6 sources
 
 Quality set (`make_set`), built like the trial on unseen photos in issue 19: 150 sources (75 UKBench
 objects at 640x480, 75 Paris photos at ~1024 px), each with 3 of 12 edits (JPEG quality 40-70,
@@ -98,16 +99,18 @@ def _edit(img: Image.Image, kind: str, rnd: random.Random, src: Path, out: Path)
         edited.save(out, "JPEG", quality=92)
 
 
-def make_set(out: Path, seed: int = 0, per_source: int = 3) -> dict[str, str]:
+def make_set(out: Path, seed: int = 0, per_source: int = 3, sources: int = 75) -> dict[str, str]:
     """Write the quality set into `out`; returns file name -> family (the source's name for a
-    source and its edits, '' for every other photo). 150 sources (the first view of every other
-    UKBench object, 75 Paris photos), each with `per_source` of the EDITS; every other shared
-    UKBench and Paris photo is a look-alike (other views of the same objects, other photos of the
-    same buildings), never a duplicate. Originals keep their file times; edits are newer."""
+    source and its edits, '' for every other photo). 2 x `sources` sources (the first view of
+    every other UKBench object, as many Paris photos), each with `per_source` of the EDITS; every
+    other shared UKBench and Paris photo is a look-alike (other views of the same objects, other
+    photos of the same buildings), never a duplicate. Originals keep their file times; edits are
+    newer. Fewer sources (--smoke): UKBench up to the last source's object, Paris photos 4 per source."""
     rnd = random.Random(seed)
-    uk = sorted((SHARED / "ukbench").glob("*.jpg"))
+    uk = sorted((SHARED / "ukbench").glob("*.jpg"))[: 8 * sources]
     pa = sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))
-    sources = uk[0:600:8] + rnd.sample(pa, 75)
+    pa = pa if sources >= 75 else pa[: 4 * sources]
+    sources = uk[0:600:8] + rnd.sample(pa, sources)
     family = {}
     for p in uk + pa:
         shutil.copy2(p, out / p.name)
@@ -160,7 +163,7 @@ def score(groups, family: dict[str, str]) -> dict:
             "relation": {k: np.mean(v) if v else float("nan") for k, v in relation_right.items()}}
 
 
-def quality(size: int | None, keep: str | None = None, reuse: str | None = None) -> None:
+def quality(size: int | None, keep: str | None = None, reuse: str | None = None, sources: int = 75) -> None:
     from app.core.config import Settings
     from app.core.duplicates import SLIDER_RANGE, find_duplicates
     from app.core.library.service import LibraryService
@@ -168,16 +171,16 @@ def quality(size: int | None, keep: str | None = None, reuse: str | None = None)
     tmp = Path(reuse) if reuse else Path(tempfile.mkdtemp(prefix="hs-dups-"))
     lib = tmp / "photos"
     if reuse:
-        family = make_set(Path(tempfile.mkdtemp()))  # the same names and families, made again elsewhere
+        family = make_set(Path(tempfile.mkdtemp()), sources=sources)  # the same names and families, made again elsewhere
     else:
         lib.mkdir()
-        family = make_set(lib)
+        family = make_set(lib, sources=sources)
     settings = Settings(**({"max_side": size} if size else {}))
     svc = LibraryService(tmp / "home", settings)
     svc.wait_ready()
     t = time.perf_counter()
     svc.run(svc.index([lib]))
-    print(f"{len(family)} photos ({sum('__' in n for n in family)} edits of 150 sources), indexed in "
+    print(f"{len(family)} photos ({sum('__' in n for n in family)} edits of {2 * sources} sources), indexed in "
           f"{time.perf_counter() - t:.0f} s")
     cache: dict = {}
     t = time.perf_counter()
@@ -220,11 +223,16 @@ def main():
     ap.add_argument("--size", type=int, help="input size for --quality (default: the app's)")
     ap.add_argument("--keep", action="store_true", help="keep the indexed quality library (prints where)")
     ap.add_argument("--reuse", help="a kept quality library to measure again (no indexing)")
+    ap.add_argument("--sources", type=int, default=75, help="--quality: UKBench and Paris sources, each (75: all)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a check that both run (tests/test_benchmarks.py): --speed 300 --quality --sources 3")
     a = ap.parse_args()
+    if a.smoke:
+        a.speed, a.quality, a.sources = [300], True, 3
     for n in a.speed or []:
         speed(n, cameras=a.cameras)
     if a.quality:
-        quality(a.size, "keep" if a.keep else None, a.reuse)
+        quality(a.size, "keep" if a.keep else None, a.reuse, a.sources)
 
 
 if __name__ == "__main__":
