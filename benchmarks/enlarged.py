@@ -2,6 +2,7 @@
 check Duplicates makes before "most pixels" decides which photo of a group to keep.
 
     python benchmarks/enlarged.py [--per-set 40]
+    python benchmarks/enlarged.py --smoke      # a check that it runs: 2 photos per set, factors 2.5 and 4
 
 For photos of every shared set (UKBench objects, Paris landmarks, the distractors), at each
 factor: a smaller copy (shrunk by the factor, JPEG 90); the residual of the photo at its own size
@@ -52,7 +53,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-set", type=int, default=40)
     ap.add_argument("--factors", type=float, nargs="+", default=[2.5, 3.0, 4.0, 6.0])
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): "
+                                                           "--per-set 2 --factors 2.5 4")
     a = ap.parse_args()
+    if a.smoke:
+        a.per_set, a.factors = 2, [2.5, 4.0]
     print(f"ENLARGED_DETAIL = {ENLARGED_DETAIL}")
     t0, calls = time.perf_counter(), 0
     for name in ("ukbench", "paris250", "distractors"):

@@ -2,6 +2,7 @@
 after Balanced -> Fastest -> Balanced -> ResNet50 (a weights file it named) in the window.
 
     python benchmarks/switch_memory.py [--photos 40]
+    python benchmarks/switch_memory.py --smoke      # a check that it runs: 4 photos, Lite2 -> Lite0 -> Lite2
 
 A fresh library of UKBench photos is indexed with each model in turn, and a photo it does not hold
 is searched after each (the model runs for it); VmRSS after each step. The ResNet50 file is made in
@@ -32,7 +33,11 @@ def rss_mb() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--photos", type=int, default=40)
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): --photos 4, "
+                                                           "no ResNet50 (its export alone takes 20 s)")
     a = ap.parse_args()
+    if a.smoke:
+        a.photos = 4
     from app.core.catalog.records import Filters
     from app.core.config import PRESETS, Settings
     from app.core.library.service import LibraryService
@@ -46,8 +51,9 @@ def main() -> None:
             (photos / p.name).symlink_to(p)
         queries = iter(sorted((SHARED / "ukbench").glob("*.jpg"))[a.photos:])
         weights = d / "resnet50.pth"
-        subprocess.run([sys.executable, "-c", "import sys, torch, torchvision; n = torchvision.models.resnet50(); "
-                        "n(torch.randn(2, 3, 64, 64)); torch.save(n.state_dict(), sys.argv[1])", str(weights)], check=True)
+        if not a.smoke:
+            subprocess.run([sys.executable, "-c", "import sys, torch, torchvision; n = torchvision.models.resnet50(); "
+                            "n(torch.randn(2, 3, 64, 64)); torch.save(n.state_dict(), sys.argv[1])", str(weights)], check=True)
         print(f"start: {rss_mb():.0f} MB resident")
         svc = LibraryService(d / "home", Settings())
         svc.wait_ready()
@@ -60,6 +66,8 @@ def main() -> None:
                  ("Balanced again", replace(svc.settings, **preset("balanced"), preset="balanced")),
                  ("ResNet50 (a named file)", replace(svc.settings, backbone="resnet50", weights=str(weights), preset="custom")),
                  ("Balanced again", replace(svc.settings, **preset("balanced"), preset="balanced"))]
+        if a.smoke:
+            steps = steps[:3]
         for name, settings in steps:
             t = time.perf_counter()
             if settings is not None:

@@ -1,12 +1,14 @@
 """Index UKBench with the CLI, then search every image with `heatsearch search --queries --json`
 and print N-S and mAP of the library search (what a user gets).
 
-    python benchmarks/ukbench_cli.py --root ../shared/data/ukbench --home /tmp/hs-ukbench [--no-her] [--qe]
+    python benchmarks/ukbench_cli.py --root ../shared/data/ukbench --home /tmp/hs-ukbench [--extra --no-her --qe]
+    python benchmarks/ukbench_cli.py --smoke      # a check that it runs: the first 12 photos (3 objects)
 """
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,11 +24,20 @@ def main():
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[2] / "shared/data/ukbench"))
     ap.add_argument("--home", default=None)
     ap.add_argument("--extra", nargs="*", default=[], help="extra search flags, e.g. --no-her --qe")
+    ap.add_argument("--limit", type=int, help="only the first LIMIT photos (whole objects of 4), linked in a folder beside --home")
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): --limit 12")
     a = ap.parse_args()
+    if a.smoke:
+        a.limit = 12
     home = a.home or tempfile.mkdtemp(prefix="hs-ukbench-")
+    root = Path(a.root).resolve()
+    if a.limit:  # links to the first photos, in a folder of their own
+        root = Path(tempfile.mkdtemp(prefix="hs-ukbench-photos-"))
+        for p in sorted(Path(a.root).resolve().glob("ukbench*.jpg"))[: a.limit - a.limit % 4]:
+            (root / p.name).symlink_to(p)
     exe = [sys.executable, "-m", "app"]
-    subprocess.run(exe + ["index", a.root, "--home", home], check=True)
-    images = sorted(Path(a.root).resolve().glob("ukbench*.jpg"))
+    subprocess.run(exe + ["index", str(root), "--home", home], check=True)
+    images = sorted(root.glob("ukbench*.jpg"))
     qfile = Path(home) / "queries.jsonl"
     qfile.write_text("".join(json.dumps({"path": str(p), "box": None}) + "\n" for p in images))
     out = subprocess.run(exe + ["search", "--queries", str(qfile), "--json", "--top", "600", "--home", home] + a.extra,
@@ -42,6 +53,8 @@ def main():
         pos = [i for i, r in enumerate(rest) if group[r] == g]
         aps.append(compute_ap(np.array(pos), 3))
         ms.append(res["timings_ms"]["total_ms"])
+    if a.limit:
+        shutil.rmtree(root)
     print(f"UKBench via `heatsearch search` ({len(images)} queries, flags {a.extra or 'defaults'}): "
           f"N-S = {np.mean(ns):.3f} / 4, mAP = {100 * np.mean(aps):.2f}%, "
           f"all 3 mates in top 4: {np.mean([n == 4 for n in ns]) * 100:.1f}% of queries, "
