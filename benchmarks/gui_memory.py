@@ -2,6 +2,8 @@
 first release reached 2.8 GB indexing 120 photos.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_memory.py [--photos 120]
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_memory.py --smoke   # a check that it runs: 6 photos,
+                                                                        # 3 steps in the viewer, 2 more searches
 
 A window on an empty data folder; the Paris photos (1024 px) are added as a folder and indexed with
 the default model and engine; then one photo is searched and the grid's thumbnails load; the
@@ -35,7 +37,13 @@ def status_mb(field: str) -> float:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--photos", type=int, default=120)
+    ap.add_argument("--steps", type=int, default=40, help="photos stepped through in the viewer")
+    ap.add_argument("--searches", type=int, default=10, help="searches after the viewer closes")
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): "
+                                                           "--photos 6 --steps 3 --searches 2")
     a = ap.parse_args()
+    if a.smoke:
+        a.photos, a.steps, a.searches = 6, 3, 2
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -94,7 +102,7 @@ def main():
     win.results_view.setCurrentIndex(win.results_model.index(0))
     QTest.keyClick(win.results_view, Qt.Key_Return)
     settle(1000)
-    for _ in range(40):
+    for _ in range(a.steps):
         QTest.keyClick(win._viewer, Qt.Key_Right)
         settle(300)
     stepped = status_mb("VmRSS")
@@ -110,13 +118,13 @@ def main():
     zoomed = max(samples + [status_mb("VmRSS")])
     win._viewer.close()
     settle(500)
-    print(f"the viewer after 40 photos: {stepped:.0f} MB; zoomed in to {zoom:.0%} with the overlay: "
+    print(f"the viewer after {a.steps} photos: {stepped:.0f} MB; zoomed in to {zoom:.0%} with the overlay: "
           f"{zoomed:.0f} MB at most (sampled); closed: {status_mb('VmRSS'):.0f} MB", flush=True)
-    for q in sorted(photos.glob("*.jpg"))[1:11]:
+    for q in sorted(photos.glob("*.jpg"))[1: 1 + a.searches]:
         win.set_query_path(str(q))
         wait(win.searchFinished, 60_000)
         settle(800)
-    print(f"10 more searches: {status_mb('VmRSS'):.0f} MB; thumbnail cache {win.loader.cached_bytes / 2**20:.0f} MB",
+    print(f"{a.searches} more searches: {status_mb('VmRSS'):.0f} MB; thumbnail cache {win.loader.cached_bytes / 2**20:.0f} MB",
           flush=True)
     # a photo larger than the viewer's 4096-px copy, at actual size: its own pixels, read whole
     from PIL import Image
@@ -124,7 +132,7 @@ def main():
     big = photos / "zz_big_24mp.jpg"
     with Image.open(sorted(photos.glob("*.jpg"))[0]) as im:
         im.convert("RGB").resize((6000, 4000), Image.BICUBIC).save(big, quality=90)
-    win.rescan()
+    win.indexing.rescan()
     wait(win.indexingFinished)
     win.set_query_path(str(big))
     wait(win.searchFinished, 60_000)

@@ -7,6 +7,7 @@ a photo that is not in the library (a CNN pass on the crop plus the full photo's
     python benchmarks/index_throughput.py --against /tmp/old [--engines openvino] [--repeat 3]
     python benchmarks/index_throughput.py --engines openvino openvino-int8 openvino-bf16   # reduced precision
     python benchmarks/index_throughput.py --backbone efficientnet-lite0 --engines openvino
+    python benchmarks/index_throughput.py --smoke     # a check that it runs: 4 Paris photos, 2 camera ones, OpenVINO
 
 Each engine runs in its own child process (clean memory figures), one after the other. With
 `--against DIR` (a checkout of another commit, e.g. `git worktree add /tmp/old 33dfabb`), that
@@ -115,7 +116,13 @@ def main():
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)  # ENGINE FOLDER HOME [BACKBONE]
     ap.add_argument("--against", type=Path, help="another checkout to run alternately with this one")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each tree with --against")
+    ap.add_argument("--camera", type=int, help="photos of the camera set (default: half of --limit, at least 12)")
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): "
+                                                           "--limit 4 --camera 2 --engines openvino")
     a = ap.parse_args()
+    if a.smoke:
+        a.limit, a.camera, a.engines = 4, 2, ["openvino"]
+    camera = a.camera or max(12, a.limit // 2)
     if a.child:
         backbone = a.child[3] if len(a.child) > 3 else "efficientnet-lite2"  # a base tree's call gives three
         print(json.dumps(child(a.child[0], Path(a.child[1]), Path(a.child[2]), backbone)))
@@ -126,16 +133,18 @@ def main():
     sets["Paris 1024 px"].mkdir()
     for p in src:
         shutil.copy(p, sets["Paris 1024 px"] / p.name)
-    make_camera_photos(src[: max(12, a.limit // 2)], sets["camera 12 MP"])
+    make_camera_photos(src[:camera], sets["camera 12 MP"])
     from app.core.config import DEFAULT_MAX_SIDE
 
-    print(f"{a.limit} photos per set (camera set: {max(12, a.limit // 2)}), input size {DEFAULT_MAX_SIDE} px, "
+    print(f"{a.limit} photos per set (camera set: {camera}), input size {DEFAULT_MAX_SIDE} px, "
           f"{os.cpu_count()} CPU cores")
     if a.against:
-        against(a, sets, tmp)
+        failed = against(a, sets, tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+        if failed:
+            raise SystemExit(f"{failed} run(s) failed")
         return
-    results = {}
+    results, failed = {}, 0
     for name, folder in sets.items():
         for eng in a.engines:
             home = tmp / f"home-{eng}-{folder.name}"
@@ -143,6 +152,7 @@ def main():
                                text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
             if r.returncode != 0:
                 print(f"{name} / {eng}: failed: {r.stderr.strip().splitlines()[-1:]}")
+                failed += 1
                 continue
             res = json.loads(r.stdout.strip().splitlines()[-1])
             results[(name, eng)] = res
@@ -159,6 +169,8 @@ def main():
                 if eng != "torch" and (name, eng) in results:
                     print(f"{name}: {eng} pipeline is {results[(name, eng)]['rate'] / base['rate']:.2f}x PyTorch's")
     shutil.rmtree(tmp, ignore_errors=True)
+    if failed:  # the figures of the others are printed, but a run that failed fails the benchmark
+        raise SystemExit(f"{failed} run(s) failed")
 
 
 def run_child(root: Path, engine: str, folder: Path, home: Path) -> dict | None:
@@ -171,10 +183,12 @@ def run_child(root: Path, engine: str, folder: Path, home: Path) -> dict | None:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def against(a, sets: dict, tmp: Path) -> None:
-    """This tree and `a.against`, alternately, `a.repeat` times each per set and engine."""
+def against(a, sets: dict, tmp: Path) -> int:
+    """This tree and `a.against`, alternately, `a.repeat` times each per set and engine. Returns
+    how many runs failed."""
     import statistics
 
+    failed = 0
     trees = {"this": ROOT, "base": a.against.resolve()}
     for name, folder in sets.items():
         for eng in a.engines:
@@ -184,11 +198,14 @@ def against(a, sets: dict, tmp: Path) -> None:
                     res = run_child(root, eng, folder, tmp / f"home-{label}-{eng}-{folder.name}-{k}")
                     if res:
                         rates[label].append(res["rate"])
+                    else:
+                        failed += 1
             if rates["this"] and rates["base"]:
                 this, base = statistics.median(rates["this"]), statistics.median(rates["base"])
                 print(f"{name} / {eng}: this tree {this:.2f} photos/s (runs {', '.join(f'{r:.2f}' for r in rates['this'])}), "
                       f"{trees['base']} {base:.2f} photos/s (runs {', '.join(f'{r:.2f}' for r in rates['base'])}): "
                       f"{100 * (this / base - 1):+.1f} %", flush=True)
+    return failed
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ engine), a fresh library each time.
 
     python benchmarks/ray_throughput.py --limit 240          # UKBench + Paris photos from ../shared
     python benchmarks/ray_throughput.py --folder ~/Pictures --limit 500 --url postgresql://...
+    python benchmarks/ray_throughput.py --smoke --address HOST:PORT    # a check that it runs: 6 photos
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def photos(a) -> Path:
 
 
 def run(folder: Path, ray: str | None, workers: int | None, url: str | None) -> tuple[float, float, int]:
-    """(seconds for the whole run, Ray's start-up seconds, photos indexed)."""
+    """(seconds for the whole run, Ray's start-up seconds, photos indexed). A PostgreSQL library
+    (`url`) is left without the photos again, for the next run."""
     from app.core.config import Settings
     from app.core.library.service import LibraryService
 
@@ -44,11 +46,14 @@ def run(folder: Path, ray: str | None, workers: int | None, url: str | None) -> 
     startup = []
     svc.subscribe(lambda ev: ev.kind == "log" and "connected in" in str(ev.data)
                   and startup.append(float(str(ev.data).split("connected in ")[1].split()[0])))
+    svc.run(svc.index(), timeout=600)  # a new library's space is made by its first (here empty) indexing run
     svc.extractor(svc.writer.target.row.info)  # the model exported and loaded outside the timing (workers load their own)
     t = time.time()
     prog = svc.run(svc.index([folder], ray=ray, workers=workers), timeout=7200)
     wall = time.time() - t
     n = svc.stats()["indexed"]
+    if url:
+        svc.run(svc.forget(folder), timeout=600)
     svc.close()
     shutil.rmtree(home, ignore_errors=True)
     assert prog.phase == "done", prog
@@ -60,10 +65,15 @@ def main():
     ap.add_argument("--limit", type=int, default=240)
     ap.add_argument("--folder")
     ap.add_argument("--url", help="a PostgreSQL library (default: SQLite in a temp folder)")
+    ap.add_argument("--address", default="auto", help="the Ray cluster (default: a running one, else one started here)")
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): --limit 6")
     a = ap.parse_args()
+    if a.smoke:
+        a.limit = 6
     folder = photos(a)
     rows = []
-    for label, ray, workers in (("one process (no Ray)", None, None), ("Ray, 1 worker", "auto", 1), ("Ray, 2 workers", "auto", 2)):
+    for label, ray, workers in (("one process (no Ray)", None, None), ("Ray, 1 worker", a.address, 1),
+                                ("Ray, 2 workers", a.address, 2)):
         wall, startup, n = run(folder, ray, workers, a.url)
         rows.append((label, n / wall, wall, startup))
         print(f"{label}: {n} photos in {wall:.1f} s = {n / wall:.2f} photos/s"
