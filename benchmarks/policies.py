@@ -18,6 +18,8 @@
     python benchmarks/policies.py --exp boxown     # HeR's decision for boxes with the boxed photo left out
     python benchmarks/policies.py --exp hertop     # HeR's decision with the second best match as "the best"
     python benchmarks/policies.py --exp hermin     # HeR's decision: at least 10, 12 or 14 close neighbours
+    python benchmarks/policies.py --smoke [--exp X]   # a check that it runs: a few photos of each set
+                                                      # (Data(smoke=True)), small libraries, one seed
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
 revisited Easy/Medium/Hard with crop and map boxes, Paris250 per-landmark full-photo queries.
@@ -44,6 +46,7 @@ from app.core.aggregate.descriptor import Whitening, learn_whitening  # noqa: E4
 from app.core.config import models_dir  # noqa: E402
 from app.core.describe import describe_features, describe_map, mean_local_feature  # noqa: E402
 from app.core.evaluation import datasets as ds  # noqa: E402
+from app.core.evaluation.datasets import Benchmark, Query  # noqa: E402
 from app.core.evaluation.metrics import Gnd, mean_ap  # noqa: E402
 from app.core.evaluation.runner import MapCache, default_cache_dir  # noqa: E402
 from app.core.features.engine import EngineChoice  # noqa: E402
@@ -90,11 +93,32 @@ LIBRARIES = [("pa", 120), ("pa", 250), ("uk", 300), ("uk", 600), ("union", 500),
              ("union+dx", 1000), ("union+dx", 1700), ("union+dx", 2200), ("union+dx", 2703)]
 
 
+# --smoke: a few libraries of the few photos Data(smoke=True) holds
+SMOKE_LIBRARIES = [("pa", 12), ("uk", 8), ("union", 20), ("pa+dx", 30), ("union+dx", 41)]
+
+
+def fewer(bench: Benchmark, keep: list[Path], queries: int | None = None) -> Benchmark:
+    """`bench` on the database photos `keep` alone (--smoke): the queries whose photo is kept (box
+    queries: the first `queries`), their ground truth re-indexed to `keep`."""
+    where = {p: i for i, p in enumerate(keep)}
+    new = {i: where[p] for i, p in enumerate(bench.images) if p in where}
+
+    def sub(g: Gnd) -> Gnd:
+        return Gnd({new[i] for i in g.ok if i in new}, {new[i] for i in g.junk if i in new})
+
+    qs = [Query(q.path, q.box, {k: sub(g) for k, g in q.gnd.items()}, new.get(q.db_index))
+          for q in bench.queries if q.box is not None or q.path in where]
+    return replace(bench, images=list(keep), queries=qs[:queries])
+
+
 class Data:
     """Raw HeW descriptors of every database photo and query variant at one input size; with
-    `keep`, photos whose longer side is at most `keep` are analysed at their own size instead."""
+    `keep`, photos whose longer side is at most `keep` are analysed at their own size instead.
+    smoke: a few photos of each set (8 UKBench, every 10th Paris photo, 2 box queries, 8
+    distractors), for a check that the code runs, not for figures."""
 
-    def __init__(self, size: int, backbone: str = DEFAULT_BACKBONE, keep: int | None = None, engine=None):
+    def __init__(self, size: int, backbone: str = DEFAULT_BACKBONE, keep: int | None = None, engine=None,
+                 smoke: bool = False):
         bb = load_backbone(backbone)
 
         def cache_at(side):
@@ -113,13 +137,16 @@ class Data:
                     return [y if max(y.orig_size) <= keep else x for x, y in zip(a, b)]
 
             cache = Mixed
-        uk = ds.ukbench(SHARED / "ukbench")
+        uk = ds.ukbench(SHARED / "ukbench", 8 if smoke else None)
         rev, loo = ds.paris250(SHARED / "paris250")
+        if smoke:
+            loo = fewer(loo, loo.images[::10])
+            rev = fewer(rev, [p for p in rev.images if p in set(loo.images)], queries=2)
         self.uk_images = [str(p) for p in uk.images]
         self.pa_images = [str(p) for p in loo.images]  # all 250; the revisited db is 238 of them
         self.rev_names = [Path(p).stem for p in rev.images]
         # unrelated real photos (no ground truth) that fill libraries up to ~2,700 photos
-        self.dx_images = [str(q) for q in sorted((SHARED / "distractors").rglob("*.jpg"))]
+        self.dx_images = [str(q) for q in sorted((SHARED / "distractors").rglob("*.jpg"))][: 8 if smoke else None]
         self.images = self.uk_images + self.pa_images + self.dx_images  # row i of every matrix
         maps = cache.get_many([(Path(p), None) for p in self.images])
         self.maps = maps
@@ -414,7 +441,12 @@ def main():
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--few", action="store_true", help="--exp drift: the 'pa-few' libraries (each landmark in turn with 10 photos)")
     ap.add_argument("--keep", type=int, default=640, help="--exp final: also photos up to this size analysed at their own (0: not)")
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): a few photos "
+                                                           "of each set, small libraries, one seed, two sizes")
     a = ap.parse_args()
+    global LIBRARIES
+    if a.smoke:
+        LIBRARIES, a.seeds, a.sizes = SMOKE_LIBRARIES, 1, a.sizes[:2]
     from app.core.config import DEFAULT_MAX_SIDE
 
     size = a.size or DEFAULT_MAX_SIDE
@@ -424,13 +456,13 @@ def main():
     out = {}
     if a.exp == "size":
         for s in a.sizes:
-            data = Data(s)
+            data = Data(s, smoke=a.smoke)
             full = np.arange(len(data.images))
             out[f"{s} px, shipped policies"] = columns(data, full, shipped)
             print(table(f"input size {s}", {f"{s} px": out[f"{s} px, shipped policies"]}), flush=True)
         print(table("input size sweep (the union library, 850 photos; shipped policies)", out))
     else:
-        data = Data(size, a.backbone)
+        data = Data(size, a.backbone, smoke=a.smoke)
         if a.exp == "whiten":
             # at these sizes the old rule (D = 512 from 2,048 photos) and the new policy (from 1,024)
             # both leave the library unwhitened: one row; the others show what whitening would do
@@ -520,7 +552,7 @@ def main():
             # user's own photos would be); bf16: OpenVINO's precision hint (a CPU with bf16 only)
             if a.exp == "int8":
                 rng = np.random.default_rng(0)
-                calib = [data.images[i] for i in rng.choice(len(data.images), 300, replace=False)]
+                calib = [data.images[i] for i in rng.choice(len(data.images), min(300, len(data.images)), replace=False)]
                 eng = Int8Engine(calib, size, a.backbone, out=default_cache_dir().parent / "int8-models")
             else:
                 from app.core.features.engine import cpu_has_bf16
@@ -530,7 +562,7 @@ def main():
                 eng = Extractor.create(load_backbone(a.backbone), EngineChoice("openvino", "cpu", True), size, models_dir(),
                                        log=lambda m: None).engine
                 assert eng.precision == "bf16", eng.precision
-            q = Data(size, a.backbone, engine=eng)
+            q = Data(size, a.backbone, engine=eng, smoke=a.smoke)
             name = a.exp
             for kind, n in LIBRARIES:
                 rows = {"exact": mean_columns(data, kind, n, shipped, seeds), name: mean_columns(q, kind, n, shipped, seeds)}
@@ -572,10 +604,10 @@ def main():
             # the shipped policies against the previous ones (33dfabb: 512 px, whitening D = n/8
             # from 1,024 photos with shrinkage 1) on every set and size, the distractors included;
             # and an input-size idea measured but not shipped: photos up to 640 px at their own size
-            prev_data = data if size == PREV_SIZE else Data(PREV_SIZE)
+            prev_data = data if size == PREV_SIZE else Data(PREV_SIZE, smoke=a.smoke)
             variants = {"previous": (prev_data, PREV), "shipped": (data, shipped)}
             if a.keep:
-                variants[f"own size up to {a.keep} px (not shipped)"] = (Data(size, keep=a.keep), shipped)
+                variants[f"own size up to {a.keep} px (not shipped)"] = (Data(size, keep=a.keep, smoke=a.smoke), shipped)
             for kind, n in LIBRARIES:
                 rows = {name: mean_columns(dd, kind, n, cfg, seeds) for name, (dd, cfg) in variants.items()}
                 worst = {name: min(r[c] - rows["previous"][c] for c in r) for name, r in rows.items() if name != "previous"}
