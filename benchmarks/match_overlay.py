@@ -5,6 +5,7 @@ overlay before this round), the match (`match_share`, positive part) and the mat
 draws it (`heatmap.stretch_match`); and how much of another view of a UKBench object reads warm.
 
     python benchmarks/match_overlay.py [--distractors]
+    python benchmarks/match_overlay.py --smoke     # a check that it runs: 4 UKBench objects, 2 Paris box queries
 
 UKBench: each object's first view queries, its second view is the right half, the next object's
 first view the other half (150 pairs). Paris: each revisited box query (the box, described as the
@@ -16,6 +17,7 @@ Prints per set: mean share of the heat on the right half, and the fraction of pa
 half holds more than half of it; the same for the left and right halves swapped is averaged in.
 Feature maps of the library from the `heatsearch eval` cache.
 """
+import argparse
 import sys
 from pathlib import Path
 
@@ -59,13 +61,24 @@ def left_share(grid: np.ndarray, fm) -> float:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--distractors", action="store_true", help="the library's whitening from the distractors too")
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): "
+                                                           "4 UKBench objects, every 5th Paris photo, 2 box queries")
+    a = ap.parse_args()
     ex = Extractor.create(load_backbone(DEFAULT_BACKBONE), EngineChoice(), 512, models_dir(), log=lambda m: None)
     cache = MapCache(ex, default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
-    uk = ds.ukbench(SHARED / "ukbench")
+    uk = ds.ukbench(SHARED / "ukbench", 16 if a.smoke else None)
     rev, _ = ds.paris250(SHARED / "paris250")
+    if a.smoke:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from policies import fewer
+
+        rev = fewer(rev, rev.images[::5], queries=2)
+    objects = len(uk.images) // 4
     lib = [Path(p) for p in uk.images] + [Path(p) for p in rev.images]
-    if "--distractors" in sys.argv:
-        lib += sorted((SHARED / "distractors").rglob("*.jpg"))
+    if a.distractors:
+        lib += sorted((SHARED / "distractors").rglob("*.jpg"))[: 8 if a.smoke else None]
     maps = cache.get_many([(p, None) for p in lib])
     rng = np.random.default_rng(1)
     mu = mean_local_feature([maps[i].features for i in rng.choice(len(maps), min(48, len(maps)), replace=False)])
@@ -75,9 +88,9 @@ def main() -> None:
     print(f"library {len(lib)} photos, whitening {'D=' + str(wh.dim) if not wh.is_identity else 'none'}")
 
     pairs = {"UKBench objects": [], "Paris box queries": []}
-    for g in range(150):  # (query description, right photo, wrong photo)
+    for g in range(objects):  # (query description, right photo, wrong photo)
         q = describe_features(maps[4 * g].features, mu).raw
-        pairs["UKBench objects"].append((q, uk.images[4 * g + 1], uk.images[(4 * g + 4) % 600]))
+        pairs["UKBench objects"].append((q, uk.images[4 * g + 1], uk.images[(4 * g + 4) % len(uk.images)]))
     landmark = [Path(p).stem.split("_")[1] for p in rev.images]
     for q in rev.queries:
         fm_full = cache.get_many([(q.path, None)])[0]
@@ -114,7 +127,7 @@ def main() -> None:
 
     # how much of a right photo reads warm (0.5 or more), shown alone: another view of a UKBench object
     warm = {"stretched to the largest": [], "as shown": []}
-    for g in range(150):
+    for g in range(objects):
         match = match_share(maps[4 * g + 1].features, mu, wh, wh.apply(pairs["UKBench objects"][g][0])[0])
         top = max(float(match.max()), 1e-30)
         warm["stretched to the largest"].append(float(np.mean(match / top >= 0.5)))
