@@ -96,6 +96,7 @@ def client_rss(url: str, home: Path, queries: np.ndarray) -> float:
     code = f"""
 import sys, numpy as np
 sys.path.insert(0, {str(ROOT)!r})
+import tests.tiny_network  # registers "tiny-random", the model of these settings (never run: the searches bring vectors)
 from app.core.config import Settings
 from app.core.library.service import LibraryService
 from app.core.pipeline.search import SearchRequest, Searcher

@@ -1,6 +1,7 @@
 """Shared fixtures: every test gets its own HeatSearch home and torch cache (never the user's)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,15 @@ import pytest
 from PIL import Image
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+# The tests' network, "tiny-random" (tests/tiny_network.py), is no part of the product: the registry
+# imports the files $HEATSEARCH_BACKBONES names, here and in every process the tests start (the
+# CLI, the model export's child), which inherit the variable.
+os.environ["HEATSEARCH_BACKBONES"] = os.pathsep.join(
+    filter(None, [os.environ.get("HEATSEARCH_BACKBONES"), str(Path(__file__).resolve().parent / "tiny_network.py")]))
+from app.core.features import registry  # noqa: E402
+
+registry.register_outside_backbones()  # (already done if the registry was imported before the variable was set)
 
 
 

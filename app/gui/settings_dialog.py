@@ -29,7 +29,7 @@ def usable_models(current: str) -> list[str]:
     """Models that can run here: built in, or with their weights file present (or chosen)."""
     out = []
     for name, spec in REGISTRY.items():
-        if name == "tiny-random" and current != name:
+        if not spec.listed and current != name:  # (the tests' network)
             continue
         try:
             spec.locate(None)

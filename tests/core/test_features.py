@@ -1,6 +1,8 @@
 """Backbones, preprocessing, the inference-engine seam (equality, export, fallback)."""
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -368,3 +370,18 @@ def test_a_model_that_gives_no_features_never_makes_a_descriptor(tmp_path):
         assert rec.raw is None and rec.error and rec.retry
     ok = describe_decoded(d, np.random.default_rng(0).random((32, 4, 5)).astype(np.float32), np.zeros(32), HewParams())
     assert ok.raw is not None and not ok.error
+
+
+def test_the_tests_network_is_no_part_of_the_product():
+    """"tiny-random" is registered by the tests (tests/tiny_network.py, named in
+    $HEATSEARCH_BACKBONES by tests/conftest.py), never by the app: without the variable the
+    registry does not know it, and the app's code does not name it."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "HEATSEARCH_BACKBONES"}
+    code = "from app.core.features.registry import REGISTRY; print(sorted(REGISTRY))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env, timeout=120)
+    assert r.returncode == 0 and "efficientnet-lite2" in r.stdout and "tiny-random" not in r.stdout, r.stdout + r.stderr
+    named = [str(f.relative_to(root)) for f in (root / "app").rglob("*.py") if "tiny-random" in f.read_text()]
+    assert not named, named
+    assert load_backbone("tiny-random").weights_digest == "seed0"  # here, registered by the tests
+

@@ -8,11 +8,20 @@ the user names. Nothing here downloads. Every checkpoint is read with `weights_o
 PyTorch is imported only to build a module (`Backbone.module`): locating weights, digests and
 the record of a backbone need no torch, so the default CPU path (an exported model run by
 OpenVINO or ONNX Runtime) never loads it.
+
+Backbones from outside the product: $HEATSEARCH_BACKBONES lists Python files (or importable
+modules), separated by os.pathsep, that this module imports once, when it is imported; each calls
+`register(BackboneSpec(...))`. The tests register their tiny network so (tests/tiny_network.py),
+and the processes they start (the CLI, the export's child) inherit the variable.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -51,6 +60,10 @@ class BackboneSpec:
     # seconds its first use here takes: exported from PyTorch and compiled for OpenVINO (same
     # benchmark: Lite2 4 s, Lite0 3, ResNet50 6, VGG16 9)
     setup: float = 4.0
+    # a network whose weights `build` makes itself (no file to read, e.g. the tests' random one):
+    # the digest its vectors are recorded under; "" for a network read from its weights file
+    fixed_digest: str = ""
+    listed: bool = True  # offered in Settings' model list (False: only while it is the model in use)
 
 
 class Backbone:
@@ -126,8 +139,6 @@ def child_python(code: str, *args: str) -> list[str]:
     """The command that runs `code` (statements; `sys` imported) in a child Python that imports this
     checkout's `app` and nothing else in the way: `python -I` ignores the current folder,
     PYTHONPATH and the user's site packages (the export and the weights check run so)."""
-    import sys
-
     root = str(Path(__file__).resolve().parents[3])
     return [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {root!r})\n{code}", *args]
 
@@ -138,9 +149,6 @@ def check_loads(bb: "Backbone", timeout: float = 300) -> None:
     the app for good, measured; newcomer trial 23: 1.9 GB after a few switches of model). Raises
     WeightsLoadError with the loader's own words when the file cannot be used. In a frozen build,
     which has no Python to start, here."""
-    import subprocess
-    import sys
-
     if getattr(sys, "frozen", False):
         try:
             bb.module
@@ -299,22 +307,6 @@ def _cirtorch_build(path: Path):
     return module
 
 
-# ---- a tiny random network for tests ---------------------------------------------------------
-
-def _tiny_build(_path: Path):
-    import torch
-    from torch import nn
-
-    g = torch.Generator().manual_seed(0)
-    net = nn.Sequential(
-        nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 32, 3, 2, 1), nn.ReLU()
-    )
-    with torch.no_grad():
-        for p in net.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
-    return net.eval()
-
-
 REGISTRY: dict[str, BackboneSpec] = {}
 
 
@@ -344,9 +336,26 @@ register(BackboneSpec("resnet50", 2048, 32, "ResNet50 ImageNet layer4 after ReLU
 register(BackboneSpec("cirtorch", 512, 16, "retrieval-finetuned cirtorch checkpoint (.pth you name), conv part",
                       _cirtorch_locate, _cirtorch_build, label="Retrieval-trained network (a checkpoint file you choose)",
                       cost=8.0, setup=12.0))  # most are ResNet101 (twice ResNet50's operations); not measured
-register(BackboneSpec("tiny-random", 32, 8, "tiny random-init CNN (tests only; meaningless features)",
-                      lambda _f: Path(os.devnull), _tiny_build, offline=True, label="Tiny test network (meaningless)",
-                      cost=0.05, setup=1.0))
+
+
+def register_outside_backbones() -> None:
+    """Import the files and modules $HEATSEARCH_BACKBONES names (see the module's docstring)."""
+    for entry in filter(None, os.environ.get("HEATSEARCH_BACKBONES", "").split(os.pathsep)):
+        if not entry.endswith(".py"):
+            importlib.import_module(entry)
+            continue
+        name = f"heatsearch_backbones_{Path(entry).stem}"
+        if name in sys.modules:
+            continue
+        spec = importlib.util.spec_from_file_location(name, entry)
+        if spec is None or not Path(entry).is_file():
+            raise ImportError(f"HEATSEARCH_BACKBONES names {entry}, which is not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+
+
+register_outside_backbones()
 
 
 def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> Backbone:
@@ -361,7 +370,7 @@ def load_backbone(name: str = DEFAULT_BACKBONE, weights: str | None = None) -> B
         raise WeightsMissingError(f"unknown model '{name}'; known: {', '.join(REGISTRY)}")
     spec = REGISTRY[name]
     path = spec.locate(weights)
-    digest = "seed0" if name == "tiny-random" else file_digest(path)
+    digest = spec.fixed_digest or file_digest(path)
     if name != "cirtorch":
         return Backbone(spec, path, digest)
     import torch
