@@ -204,15 +204,19 @@ class DuplicatesDialog(QDialog):
         links = sum(m.link for g in groups for m in g.members[1:])
         extra = sum(len(g.members) - 1 for g in groups) - links
         besides = f" (and {plural(links, 'link')}, which free{'s' if links == 1 else ''} no space)" if links else ""
-        # the least alike copy says what the slider can still take away (below it, nothing changes)
-        # (whole-photo copies: a crop's number is its window's, held to a bar of its own)
+        # the least alike copy says what the slider can still take away (below it, nothing changes);
+        # a crop's number is its window's, held to a bar of its own: said apart, as the list and
+        # the exported file give it (a summary of 0.99 beside a crop listed at 0.96 contradicted them)
         least = min((m.similarity for g in groups for m in g.members[1:] if m.relation not in ("exact", "crop")),
                     default=None)
+        least_crop = min((m.similarity for g in groups for m in g.members[1:] if m.relation == "crop"), default=None)
         # in plain words: "the least alike whole-photo copy found" read as jargon, "copies found down
         # to 1.00 alike" as confusing; a copy at half size reads 1.00 too, so it is "the same
         # picture", not "the same pixels"
         spread = ("" if least is None else "; every copy found is the same picture" if least >= 0.995
                   else f"; the least alike copy found: {least:.2f}")
+        if least_crop is not None:
+            spread += f"; the least alike crop: {least_crop:.2f}"
         self.summary.setText(f"{plural(len(groups), 'group')}, {plural(photos, 'photo')}: {extra} could go{besides} if you kept the "
                              f"first of each (pixels at least {self.threshold:.2f} alike{spread}). Nothing is deleted here."
                              if groups else f"No copies at this setting (pixels at least {self.threshold:.2f} alike).")

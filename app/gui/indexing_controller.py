@@ -190,9 +190,6 @@ class IndexingController(QObject):
         elif prog.phase in ("finishing", "done"):
             text = f"Finishing: {plural(prog.done, 'photo')} described, making them searchable…" if prog.done else "Finishing…"
         else:
-            # the time left before the rate: at the smallest window the end is cut off
-            eta = f", {time_left(prog.eta_s)}" if prog.eta_s is not None and not self.paused else ""
-            rate = f" at {prog.rate:.1f} photos/s" if prog.done and not self.paused else ""
             # counted as the Library pane counts, over the folders the run scans: photos indexed
             # (the last stats) of photos the scan found; with no scan counts, the run's own count
             totals = prog.folder_totals or {}
@@ -202,6 +199,13 @@ class IndexingController(QObject):
             if total <= 0 or done > total:
                 done, total = prog.done, prog.total
             self.bar.emit(done, max(total, 1))  # the bar shows the count the text says
+            # one pace for both figures, so that they agree with the count beside them: the time
+            # left is (total - done) at the rate shown (the time left first: at the smallest window
+            # the end is cut off)
+            pace = prog.pace or prog.rate
+            running = prog.done and pace > 0 and not self.paused
+            eta = f", {time_left((total - done) / pace)}" if running and total > done else ""
+            rate = f" at {pace:.1f} photos/s" if running else ""
             text = f"Indexing {done} of {total}{note}{eta}{rate}"
             if prog.failed:
                 text += f"; {prog.failed} skipped"

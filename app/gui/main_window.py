@@ -307,6 +307,7 @@ class MainWindow(QMainWindow):
         self.index_label.setMinimumWidth(120)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(140)
+        self.progress.setTextVisible(False)  # the line beside it says the count (a "49%" on the fill overlapped it)
         self.progress.setVisible(False)
         self.pause_btn = QPushButton("Pause")
         self.pause_btn.setToolTip("Pause indexing (searches keep working)")

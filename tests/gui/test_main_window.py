@@ -13,6 +13,7 @@ from app.core.pipeline.search import Hit
 from app.gui.results import ResultsModel
 from tests.conftest import write_photo
 from tests.gui.conftest import add_and_pause, answer_file_dialog, index_folder, make_window, wait_idle, when_modal
+from tests.gui.helpers import search
 
 
 def drop_files(widget, paths):
@@ -21,12 +22,6 @@ def drop_files(widget, paths):
     ev = QDropEvent(QPointF(widget.width() / 2, widget.height() / 2), Qt.CopyAction, md, Qt.LeftButton, Qt.NoModifier)
     widget.dropEvent(ev)
     return ev
-
-
-def search(qtbot, window, path):
-    with qtbot.waitSignal(window.searchFinished, timeout=30000) as blocker:
-        window.set_query_path(str(path))
-    return blocker.args[0]
 
 
 def test_empty_state_then_add_folder_with_the_button(qtbot, window, photo_dir, monkeypatch):
@@ -326,7 +321,7 @@ def test_remove_asks_first_and_runs_off_the_gui_thread(qtbot, window, photo_dir,
 
 def test_a_query_that_cannot_be_decoded_says_so(qtbot, window, photo_dir, tmp_path):
     """The first query: the pane says why, no results; after a search, the last search stays
-    (tests/gui/test_round3.py::test_a_query_photo_that_cannot_be_read_keeps_the_last_search)."""
+    (tests/gui/test_search_view.py::test_a_query_photo_that_cannot_be_read_keeps_the_last_search)."""
     index_folder(qtbot, window, photo_dir)
     bad = tmp_path / "broken.jpg"
     bad.write_bytes((photo_dir / "scene0" / "img1.jpg").read_bytes()[:200])
@@ -350,6 +345,35 @@ def test_paste_accepts_a_copied_path(qtbot, window, photo_dir):
     with qtbot.waitSignal(window.searchFinished, timeout=30000):
         window.paste_query()
     assert window.search.query_path == str(q)
+
+
+def test_paste_reads_the_clipboard_once(qtbot, window, photo_dir):
+    """A clipboard whose owner goes away between two reads (`xclip -loops 1`) answers the first
+    and then nothing: Paste showed a traceback (IndexError) and did nothing. It reads once now."""
+    from PySide6.QtCore import QMimeData
+
+    index_folder(qtbot, window, photo_dir)
+    q = photo_dir / "scene3" / "img1.jpg"
+
+    class Vanishing(QMimeData):
+        reads = 0
+
+        def text(self):  # the owner answers once, then is gone
+            Vanishing.reads += 1
+            return str(q) if Vanishing.reads == 1 else ""
+
+    md = Vanishing()
+    md.setText(str(q))
+    QGuiApplication.clipboard().setMimeData(md)
+    try:
+        assert QGuiApplication.clipboard().mimeData() is md
+        with qtbot.waitSignal(window.searchFinished, timeout=30000) as blocker:
+            qtbot.mouseClick(window.query.paste_btn, Qt.LeftButton)
+        assert blocker.args[0] is not None and window.search.query_path == str(q)
+    finally:
+        # Qt owns the clipboard's data: a Python subclass left there is called while the
+        # interpreter finalizes (an abort at exit)
+        QGuiApplication.clipboard().clear()
 
 
 def test_the_built_in_viewer_pages_through_results_and_searches(qtbot, window, photo_dir):

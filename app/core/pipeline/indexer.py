@@ -38,15 +38,18 @@ if TYPE_CHECKING:
     from ..library.writer import LibraryWriter
 
 CALIBRATION_IMAGES = 48  # photos (a random sample) whose local features give the centring mean mu
-# the time left follows the last RECENT_S seconds' pace when it is slower than the whole run's (trial
-# 20: the run's average from its small first photos promised an end that kept moving away)
-RECENT_S = 30.0
+# the time left follows the last RECENT_S seconds' pace when it is slower than the whole run's (the
+# run's average from its small first photos promised an end that kept moving away); a minute, so that
+# a few slow photos do not swing it (12 -> 19 -> 8 min over one run at 30 s)
+RECENT_S = 60.0
 
 
-def seconds_left(paces: deque[tuple[float, int]], total: int) -> float | None:
-    """Seconds until `total` photos are done, at the slower of the run's pace and its last
-    RECENT_S seconds' pace. paces: (seconds of work, photos done) as the run went, newest last;
-    pruned here to the last RECENT_S seconds and one sample before them."""
+def pace_of(paces: deque[tuple[float, int]]) -> float:
+    """Photos a second the time left is counted at: the slower of the run's pace and its last
+    RECENT_S seconds' pace (photos getting slower, as large RAWs after small JPEGs, are seen
+    within a minute; a fast start never promises an end that then moves away). paces: (seconds
+    of work, photos done) as the run went, newest last; pruned here to the last RECENT_S seconds
+    and one sample before them. 0.0 before any photo is done."""
     el, done = paces[-1]
     while len(paces) > 2 and paces[1][0] <= el - RECENT_S:
         paces.popleft()
@@ -54,7 +57,13 @@ def seconds_left(paces: deque[tuple[float, int]], total: int) -> float | None:
     el0, done0 = paces[0]
     if el - el0 >= min(RECENT_S, el) / 2 and el0 > 0:  # a recent span long enough to mean something
         pace = min(pace, (done - done0) / (el - el0))
-    return (total - done) / pace if pace > 0 else None
+    return pace
+
+
+def seconds_left(paces: deque[tuple[float, int]], total: int) -> float | None:
+    """Seconds until `total` photos are done at `pace_of(paces)`; None before a pace is known."""
+    pace = pace_of(paces)
+    return (total - paces[-1][1]) / pace if pace > 0 else None
 
 
 @dataclass
@@ -73,6 +82,7 @@ class Progress:
     restored: int = 0
     rate: float = 0.0
     eta_s: float | None = None
+    pace: float = 0.0  # photos a second the time left is counted at (pace_of): the rate to show beside it
     modelled: int = 0  # photos the network described (not moved, copied, touched or skipped)
     model_rate: float = 0.0  # those per second: what a re-index of the library costs here
     message: str = ""
@@ -370,7 +380,8 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
             prog.rate = prog.done / el if el > 0 else 0.0
             prog.model_rate = prog.modelled / el if el > 0 else 0.0
             paces.append((el, prog.done))
-            prog.eta_s = seconds_left(paces, prog.total)
+            prog.pace = pace_of(paces)
+            prog.eta_s = (prog.total - prog.done) / prog.pace if prog.pace > 0 else None
             writer.save_if_due()
             yield prog.emit()
             control.wait()
