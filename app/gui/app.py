@@ -27,6 +27,29 @@ def resource_path(name: str) -> Path:
     return base / "resources" / name
 
 
+def answer_dialogs(app) -> list[str]:
+    """For --screenshot (offscreen: nobody can answer a dialog, which would wait for ever): every
+    message box the window opens is answered at once and its words said on stderr in one line
+    ("heatsearch: no engine can run ..."); the run then ends with status 1. Returns the lines said."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QMessageBox
+
+    said: list[str] = []
+
+    def look() -> None:
+        box = app.activeModalWidget()
+        if isinstance(box, QMessageBox) and box.isVisible():
+            line = " ".join(box.text().split()) or box.windowTitle()
+            said.append(line)
+            print(f"heatsearch: {line}", file=sys.stderr, flush=True)
+            box.reject()
+
+    timer = QTimer(app)
+    timer.timeout.connect(look)
+    timer.start(100)
+    return said
+
+
 def main(argv=None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
     if a.library:
@@ -66,6 +89,7 @@ def main(argv=None) -> int:
             QMessageBox.critical(None, "HeatSearch", str(e))
         return 1
     win = MainWindow(svc, problems)
+    said = answer_dialogs(app) if a.screenshot else []
     warming = svc.warm_model()  # the first search then finds the model loaded
     if warming is not None and a.screenshot:
         warming.join(120)  # the screenshot shows a search as a user meets it, after the warm-up
@@ -92,7 +116,7 @@ def main(argv=None) -> int:
 
         while win.indexing.running:
             wait(win.indexingFinished, 60_000)
-    if a.query:
+    if a.query and not said:  # (a run that failed: its line is what the screenshot shows)
         box = tuple(float(v) for v in a.box.split(",")) if a.box else None
         win.set_query_path(a.query)
         if box:
@@ -111,7 +135,7 @@ def main(argv=None) -> int:
             ready = all(win.loader.get(h.path, THUMB_LOAD) is not None for h in hits)
             if a.heat:  # and their heat overlays, made in the background
                 ready = ready and all(win.bridge.matches.made(h) for h in hits if win._heat_of(h) is None)
-            if ready and (not a.query or win.query_view.image is not None):
+            if ready and (not a.query or said or win.query_view.image is not None):
                 break
             loop = QEventLoop()
             QTimer.singleShot(100, loop.quit)
@@ -122,7 +146,7 @@ def main(argv=None) -> int:
         ok = win.grab().save(a.screenshot)
         win.close()
         print(f"screenshot {'written to' if ok else 'FAILED:'} {a.screenshot}")
-        return 0 if ok else 1
+        return 0 if ok and not said else 1
     rc = app.exec()
     # The window closed the library in order (every commit done, the vector files saved, worker
     # threads stopped): leave without the interpreter's finalization, where PySide6 objects and
