@@ -7,9 +7,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-x11 bundle bundle-gpu
 
-$(STAMP): pyproject.toml
+# -c: the versions CI tested (packaging/constraints.txt); a newer release comes in by changing that file.
+CONSTRAINTS := packaging/constraints.txt
+PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[test]'
+	$(PIP_INSTALL) -e '.[test]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -24,9 +28,9 @@ test-x11: $(STAMP)
 
 # The CPU edition (no PyTorch: the built-in models run on OpenVINO), and the edition with PyTorch.
 bundle: $(STAMP)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[package]'
+	$(PIP_INSTALL) -e '.[package]'
 	HEATSEARCH_BUNDLE=cpu $(VENV)/bin/python packaging/build.py
 
 bundle-gpu: $(STAMP)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[package]'
+	$(PIP_INSTALL) -e '.[package]'
 	HEATSEARCH_BUNDLE=gpu $(VENV)/bin/python packaging/build.py

@@ -185,3 +185,17 @@ def test_a_screenshot_run_whose_model_cannot_run_ends_at_once_in_one_line(tmp_pa
     assert took < 60, took
     assert (tmp_path / "shot.png").is_file()  # the window as it was, its line in the status bar
 
+
+def test_every_requirement_has_a_pin_that_satisfies_it():
+    """packaging/constraints.txt (the versions CI tested, `make` installs with -c): each of
+    pyproject.toml's requirements is pinned there, exactly, to a version its specifier allows
+    (a pin that contradicts pyproject cannot be installed)."""
+    import constraints  # packaging/constraints.py
+    from packaging.version import Version
+
+    pinned = constraints.read()
+    for req in constraints.roots():
+        name = constraints.canonical(req.name)
+        assert name in pinned, f"{req.name} has no pin in packaging/constraints.txt (packaging/constraints.py writes it)"
+        assert req.specifier.contains(Version(pinned[name]), prereleases=True), f"{req.name}=={pinned[name]} is not {req}"
+    assert pinned["pyside6-essentials"] != "6.12.0"
