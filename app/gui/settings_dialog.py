@@ -15,9 +15,17 @@ from ..core.features.engine import EngineChoice, available_devices, available_en
 from ..core.features.registry import REGISTRY, check_weights
 from .widgets import choose_path
 
-ENGINE_WORDS = {"auto": "Automatic (the fastest exact engine)", "openvino": "OpenVINO (processor)",
+ENGINE_WORDS = {"auto": "Automatic (the fastest that gives exact results)", "openvino": "OpenVINO (processor)",
                 "onnxruntime": "ONNX Runtime (processor)", "torch": "PyTorch (processor or graphics card)"}
-DEVICE_WORDS = {"auto": "Automatic", "cpu": "Processor (CPU)", "cuda": "Graphics card (CUDA)", "mps": "Apple graphics (MPS)"}
+DEVICE_WORDS = {"auto": "Automatic", "cpu": "The processor", "cuda": "The graphics card (NVIDIA)",
+                "mps": "The graphics chip (Apple)"}
+# The fields are named by what they change for the person (speed, accuracy, disk); the technical
+# name is in the tooltip. A photographer could not choose among "Engine", "Runs on", "Description
+# length", "Query expansion" or "Heat re-ranking: how heat spreads among them".
+LABELS = {"model": "Photo analyser", "weights": "Analyser's file", "engine": "Software that runs it",
+          "device": "Hardware that runs it", "precision": "Speed or exactness", "size": "Detail analysed",
+          "dim": "Search index size", "qe": "Also search with the best matches",
+          "her": "Order results by how they agree", "mode": "Box search", "top": "Results shown"}
 MODE_WORDS = {"auto": "Automatic (best for your library)", "map": "Instant: from the whole photo's features",
               "crop": "Precise: analyse the box again", "hybrid": "Both combined"}
 ONOFF_WORDS = {"auto": "Automatic (by library size)", "on": "On", "off": "Off"}
@@ -87,66 +95,74 @@ class SettingsDialog(QDialog):
         self.model = QComboBox()
         for name in usable_models(settings.backbone):
             self.model.addItem(REGISTRY[name].label or name, name)
-        self.model.setToolTip("The neural network that describes each photo. Changing it re-indexes the library.")
-        form.addRow("Model", self.model)
+        self.model.setToolTip("The model (a neural network) that describes each photo. Changing it analyses the "
+                              "library's photos again.")
+        form.addRow(LABELS["model"], self.model)
         wrow = QWidget()
         wl = QHBoxLayout(wrow)
         wl.setContentsMargins(0, 0, 0, 0)
         self.weights = QLineEdit(settings.weights)
         self.weights.setPlaceholderText("only for VGG16, ResNet50 or a retrieval network")
-        self.weights.setToolTip("The weights file of a model that is not built in (.pth)")
+        self.weights.setToolTip("The model's weights file, for an analyser that is not built in (.pth)")
         browse = QPushButton("Browse…")
         browse.setToolTip("Choose the weights file")
         browse.clicked.connect(lambda: self._browse())
         wl.addWidget(self.weights)
         wl.addWidget(browse)
-        form.addRow("Weights file", wrow)
+        form.addRow(LABELS["weights"], wrow)
         self.engine = QComboBox()
         for e in ["auto", *available_engines()]:
             self.engine.addItem(ENGINE_WORDS[e], e)
-        self.engine.setToolTip("What runs the model. Automatic picks the fastest engine that gives exact results here.")
-        form.addRow("Engine", self.engine)
+        self.engine.setToolTip("The inference engine that runs the model: it changes the speed, not the results. "
+                               "Automatic picks the fastest one that gives exact results here.")
+        form.addRow(LABELS["engine"], self.engine)
         self.device = QComboBox()
         for d in ["auto", *available_devices()]:
             self.device.addItem(DEVICE_WORDS.get(d, d), d)
-        self.device.setToolTip("Where the model runs. Only what this computer has is listed.")
-        form.addRow("Runs on", self.device)
+        self.device.setToolTip("The device the model runs on (CPU, GPU): it changes the speed. Only what this "
+                               "computer has is listed.")
+        form.addRow(LABELS["device"], self.device)
         self.precision = QComboBox()
-        self.precision.setToolTip("Exact gives the reference results. The others describe photos faster with numbers of "
-                                  "fewer bits; results differ very slightly, and the library is indexed again.")
-        form.addRow("Precision", self.precision)
+        self.precision.setToolTip("Numeric precision: Exact gives the reference results. The others describe photos "
+                                  "with numbers of fewer bits (16 or 8), faster on some processors; results differ "
+                                  "very slightly, and the library's photos are analysed again.")
+        form.addRow(LABELS["precision"], self.precision)
         self.engine.currentIndexChanged.connect(lambda _i: self._fill_precisions())
         self.device.currentIndexChanged.connect(lambda _i: self._fill_precisions())
         self.size = QSpinBox()
         self.size.setRange(256, 2048)
         self.size.setSingleStep(64)
         self.size.setSuffix(" px")
-        self.size.setToolTip("How large each photo is analysed (longer side). Larger is slower; it is not always better.")
-        form.addRow("Photo size analysed", self.size)
+        self.size.setToolTip("The photo size fed to the model (its longer side): more detail is slower and not "
+                             "always better.")
+        form.addRow(LABELS["size"], self.size)
         self.dim = QSpinBox()
         self.dim.setRange(0, 2048)
         self.dim.setSpecialValueText("Automatic (grows with the library)")
-        self.dim.setToolTip("How many numbers describe each photo in the search. Automatic follows the library's size "
-                            "(a larger library gets longer descriptions); shorter is smaller and faster.")
-        form.addRow("Description length", self.dim)
+        self.dim.setToolTip("The whitened descriptor's length D: how many numbers describe each photo in the "
+                            "search index. Automatic follows the library's size; smaller takes less disk and memory "
+                            "and searches faster.")
+        form.addRow(LABELS["dim"], self.dim)
         self.qe = QComboBox()
         self.her = QComboBox()
-        for combo, tip in ((self.qe, "Query expansion: search again with the query blended with its best matches"),
-                           (self.her, "Heat re-ranking: reorder the best matches by how heat spreads among them")):
+        for combo, tip in ((self.qe, "Query expansion: the search is made again with your photo blended with its "
+                                     "closest matches, which finds more views of the same subject"),
+                           (self.her, "Heat re-ranking: the best matches are reordered by how much they resemble "
+                                      "each other, which puts the photos that agree with each other first")):
             for k, words in ONOFF_WORDS.items():
                 combo.addItem(words, k)
             combo.setToolTip(tip)
-        form.addRow("Query expansion", self.qe)
-        form.addRow("Heat re-ranking", self.her)
+        form.addRow(LABELS["qe"], self.qe)
+        form.addRow(LABELS["her"], self.her)
         self.mode = QComboBox()
         for k, words in MODE_WORDS.items():
             self.mode.addItem(words, k)
         self.mode.setToolTip("How a box is searched: instantly from the photo's features, or by analysing the box again")
-        form.addRow("Box search", self.mode)
+        form.addRow(LABELS["mode"], self.mode)
         self.top = QSpinBox()
         self.top.setRange(1, 5000)
         self.top.setToolTip("How many results a search shows")
-        form.addRow("Results shown", self.top)
+        form.addRow(LABELS["top"], self.top)
         self.advanced.setVisible(False)
         # on a small screen the advanced section scrolls instead of pushing the buttons off it
         self.advanced_area = QScrollArea()
@@ -246,7 +262,7 @@ class SettingsDialog(QDialog):
             self.move(max(screen.left(), left), max(screen.top(), top))
 
     def _browse(self) -> None:
-        path, _ = choose_path(self, "Weights file", "", "PyTorch weights (*.pth *.pt)")
+        path, _ = choose_path(self, "The analyser's file (its weights)", "", "PyTorch weights (*.pth *.pt)")
         if path:
             self.weights.setText(path)
 
@@ -282,7 +298,7 @@ class SettingsDialog(QDialog):
         try:
             check_loads(load_backbone(new.backbone, new.weights))
         except HeatSearchError as e:
-            raise HeatSearchError(f"Weights file: {e}") from e
+            raise HeatSearchError(f"Analyser's file: {e}") from e
         finally:
             QApplication.restoreOverrideCursor()
             self.error.setStyleSheet("color: #b03030")

@@ -236,7 +236,7 @@ def test_settings_change_asks_with_count_and_time_then_reindexes(qtbot, window, 
     assert window.svc.snapshot().space.id == old_space
     # a model without its weights file: refused, naming the field to use
     assert not window.apply_settings(replace(window.svc.settings, backbone="vgg16"))
-    assert warned and warned[0].startswith("Model:") and "Weights file" in warned[0]
+    assert warned and warned[0].startswith("Photo analyser:") and "Analyser's file" in warned[0]
     assert window.svc.settings.backbone == "tiny-random"
     # accepted: new descriptor space, re-indexed in the background
     monkeypatch.setattr(QMessageBox, "question", staticmethod(lambda *a, **k: QMessageBox.Yes))

@@ -107,7 +107,7 @@ def test_the_wheel_over_the_advanced_settings_scrolls_and_changes_nothing(qtbot,
     assert frame.height() > screen.height() - 40 or screen.bottom() - frame.bottom() >= 20, (frame, screen)
 
 
-def test_bit_precision_chosen_in_settings_tunes_the_library_model_and_indexes_with_it(qtbot, window, photo_dir,
+def test_8_bit_precision_chosen_in_settings_tunes_the_library_model_and_indexes_with_it(qtbot, window, photo_dir,
                                                                                        monkeypatch):
     """(issue 21) Settings > Show advanced settings > Precision, "8-bit, tuned on your first
     photos" chosen with the mouse and keys, OK, the re-index confirmed: the library's own int8
@@ -246,7 +246,7 @@ def test_a_weights_file_never_trained_is_refused_by_the_dialog_before_anything_i
     when_modal(use_dialog)
     menu_action(window, "Settings…").trigger()
     assert seen and seen[0][:2] == (True, True), seen
-    assert seen[0][2] == (f"Weights file: {untrained} holds a network that was never trained, so its results would "
+    assert seen[0][2] == (f"Analyser's file: {untrained} holds a network that was never trained, so its results would "
                           "mean nothing: choose the file of the trained model"), seen
     assert not asked and window.svc.settings.backbone == "tiny-random"
 
@@ -502,3 +502,40 @@ def test_photos_moved_without_the_model_leave_the_re_index_estimate_alone(qtbot,
             (d / f"p{i}.png").rename(d / f"renamed{i}.png")  # the watcher's run finds them moved
     assert window.svc.stats()["indexed"] == 20
     assert window.indexing.model_pace == rate
+
+
+def test_the_settings_are_named_by_what_they_change_for_the_person(qtbot, window):
+    """A photographer could not choose among "Engine", "Runs on", "Description length", "Query
+    expansion" or "Heat re-ranking: … how heat spreads among them": each field is named by what it
+    changes for the person, its technical name in its tooltip only."""
+    from PySide6.QtWidgets import QFormLayout
+
+    seen = {}
+
+    def use_dialog(dlg):
+        try:
+            qtbot.mouseClick(dlg.advanced_btn, Qt.LeftButton)  # Show advanced settings
+            form = dlg.advanced.findChild(QFormLayout)
+            for row in range(form.rowCount()):
+                label = form.itemAt(row, QFormLayout.LabelRole)
+                field = form.itemAt(row, QFormLayout.FieldRole)
+                if label is not None and field is not None:
+                    w = field.widget()
+                    tips = " ".join(c.toolTip() for c in [w, *w.findChildren(QWidget)])
+                    seen[label.widget().text()] = tips
+        finally:
+            dlg.reject()
+
+    from PySide6.QtWidgets import QWidget
+
+    when_modal(use_dialog)
+    menu_action(window, "Settings…").trigger()
+    labels = set(seen)
+    jargon = {"Model", "Weights file", "Engine", "Runs on", "Precision", "Description length", "Query expansion",
+              "Heat re-ranking"}
+    assert len(labels) >= 10 and not labels & jargon, labels
+    tips = " ".join(seen.values())
+    for technical in ("model", "weights", "inference engine", "device", "precision", "descriptor", "Query expansion",
+                      "Heat re-ranking"):
+        assert technical.lower() in tips.lower(), technical
+    assert "how heat spreads" not in tips

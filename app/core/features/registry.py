@@ -389,13 +389,13 @@ def check_weights(settings) -> None:
     """Raise a HeatSearchError naming the Settings field to use when the model of `settings`
     (a config.Settings) cannot run here. Cheap: locates the weights file, loads nothing."""
     if settings.backbone not in REGISTRY:
-        raise HeatSearchError(f"Model: unknown model '{settings.backbone}'")
+        raise HeatSearchError(f"Photo analyser: unknown model '{settings.backbone}'")
     spec = REGISTRY[settings.backbone]
     try:
         spec.locate(settings.weights or None)
     except HeatSearchError as e:
         label = spec.label or spec.name
         if settings.weights:
-            raise HeatSearchError(f"Weights file: {e}") from e
-        raise HeatSearchError(f"Model: {label} needs its weights file, which is not on this computer. "
-                              "Choose the file with Weights file → Browse…, or keep a built-in model.") from e
+            raise HeatSearchError(f"Analyser's file: {e}") from e
+        raise HeatSearchError(f"Photo analyser: {label} needs its weights file, which is not on this computer. "
+                              "Choose the file with Analyser's file → Browse…, or keep a built-in analyser.") from e
