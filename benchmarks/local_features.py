@@ -24,11 +24,17 @@ the verification (before) and with it (after). Prints, per set, the HeR searches
 stepped, right and wrong results' inliers (the first 30) and how many of the first 100 read 0.5
 or more before and after, and what the verification cost. A right UKBench result is a view of the
 same object.
+
+    python benchmarks/local_features.py --smoke     # a check that it runs: a library of 18 shared photos
+                                                    # (a temp folder), 6 searches, then --objects on it
 """
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +49,7 @@ def landmark(path: str) -> str:
     return "_".join(Path(path).name.split("_")[:2])
 
 
-def main() -> None:
+def main(argv=None) -> None:
     import cv2
 
     from app.core.config import Settings
@@ -51,13 +57,31 @@ def main() -> None:
     from app.core.pipeline.search import SearchRequest, Searcher
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--home", required=True)
     ap.add_argument("--side", type=int, default=640)
     ap.add_argument("--features", type=int, default=1000)
     ap.add_argument("--ratio", type=float, default=0.85)
     ap.add_argument("--objects", action="store_true", help="the HeR step rule on UKBench and Paris searches")
     ap.add_argument("--queries", default=None, help="with --objects: a file of query paths (photos not held too)")
-    a = ap.parse_args()
+    ap.add_argument("--limit", type=int, default=None, help="without --objects: this many Paris photos searched, spread "
+                                                            "over the set (default: all)")
+    ap.add_argument("--home", required="--smoke" not in (argv if argv is not None else sys.argv))
+    ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): a library of "
+                                                           "8 UKBench and 10 Paris photos in a temp folder, --limit 6, "
+                                                           "then --objects")
+    a = ap.parse_args(argv)
+    if a.smoke:
+        tmp = Path(tempfile.mkdtemp(prefix="hs-local-smoke-"))
+        photos = tmp / "photos"
+        photos.mkdir()
+        paris = sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))
+        for p in sorted((SHARED / "ukbench").glob("*.jpg"))[:8] + paris[::25]:
+            (photos / p.name).symlink_to(p)
+        subprocess.run([sys.executable, "-m", "app", "index", str(photos), "--home", str(tmp / "home")], check=True,
+                       stdout=subprocess.DEVNULL)
+        main(["--home", str(tmp / "home"), "--limit", "6"])
+        main(["--home", str(tmp / "home"), "--objects"])
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     sift, matcher, cache = cv2.SIFT_create(nfeatures=a.features), cv2.BFMatcher(cv2.NORM_L2), {}
 
     def features(path: str):
@@ -87,7 +111,10 @@ def main() -> None:
         svc.close()
         return
     held, unheld, right_pairs, wrong_pairs = [], [], [], []
-    for q in sorted(str(p.resolve()) for p in (SHARED / "paris250" / "jpg").glob("*.jpg")):
+    searched = sorted(str(p.resolve()) for p in (SHARED / "paris250" / "jpg").glob("*.jpg"))
+    if a.limit:
+        searched = searched[:: max(1, len(searched) // a.limit)][: a.limit]
+    for q in searched:
         hits = [str(Path(h.path).resolve()) for h in searcher.search(SearchRequest(path=q, top=12)).hits
                 if not (h.duplicate or h.copy)]
         hits = [h for h in hits if h != q][:10]

@@ -11,6 +11,8 @@ for each cut-off the fraction of wrong results it hides and of right ones it kee
     python benchmarks/relevance.py --sample 120 --home /tmp/hs-s120      # a small library: a third of each set
     python benchmarks/relevance.py --landmarks all --home /tmp/hs-paris   # one kind of subject: the Paris photos alone
     python benchmarks/relevance.py --landmarks louvre,defense,eiffel --home /tmp/hs-l3   # three landmarks (150)
+    python benchmarks/relevance.py --smoke       # a check that it runs: --sample 30 (8 box queries, 8 photos
+                                                 # not held), then --reuse --fit on it, in a temp folder
 
 Libraries: all shared photos, or UKBench and Paris with `--distractors N` of the unrelated photos
 (links beside --home), or `--sample N`: about N photos, a third of each set (UKBench objects whole,
@@ -144,11 +146,11 @@ def not_held(home: Path, n: int = 160):
     return [("not in the library", str(p), None, set(), set()) for p in out]
 
 
-def not_held_boxes(home: Path):
+def not_held_boxes(home: Path, boxes: int = 200):
     """The shared box queries on photos the library does not hold, of subjects it does not hold
     either (every result wrong): a box on a landmark or an object the library lacks."""
     mine = held(home)
-    return [("boxes not in the library", path, box, set(), junk) for _, path, box, right, junk in queries(None)
+    return [("boxes not in the library", path, box, set(), junk) for _, path, box, right, junk in queries(None, boxes)
             if box and path not in mine and not right & mine]
 
 
@@ -290,7 +292,7 @@ def scored(rows, weights):
     return out
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", action="append", default=None, help="the library's data folder (several with --fit --reuse)")
     ap.add_argument("--reuse", action="store_true", help="the library in --home is already indexed")
@@ -304,7 +306,21 @@ def main():
     ap.add_argument("--top", type=int, default=100, help="results counted per query")
     ap.add_argument("--fetch", type=int, default=None, help="results asked per query (saved for study)")
     ap.add_argument("--fit", action="store_true", help="search in this process and refit the relevance weights")
-    a = ap.parse_args()
+    ap.add_argument("--boxes", type=int, default=200, help="UKBench photos searched again with a random box")
+    ap.add_argument("--outside", type=int, default=160, help="searches for shared photos the library does not hold")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a check that it runs (tests/test_benchmarks.py): --sample 30 --boxes 8 --outside 8 in a temp "
+                         "folder, then --reuse --fit on that library")
+    a = ap.parse_args(argv)
+    if a.smoke:
+        import shutil
+
+        tmp = Path(tempfile.mkdtemp(prefix="hs-relevance-smoke-"))
+        few = ["--home", str(tmp / "home"), "--boxes", "8", "--outside", "8"]
+        main(["--sample", "30", *few])
+        main(["--reuse", "--fit", *few])
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     homes = [Path(h) for h in a.home or [tempfile.mkdtemp(prefix="hs-relevance-")]]
     if len(homes) > 1 and not (a.fit and a.reuse):
         ap.error("several --home only with --fit --reuse (libraries indexed before)")
@@ -335,14 +351,14 @@ def main():
                     (link / p.name).symlink_to(p.resolve())
             folders.append(str(link))
         subprocess.run(exe + ["index", *folders, "--home", str(home)], check=True, stdout=subprocess.DEVNULL)
-    qs = in_library(queries(a.ukbench), home)
+    qs = in_library(queries(a.ukbench, a.boxes), home)
     if a.fit:
         from app.core import policy
 
         libraries = {}
         for h in homes:
             saved = h / "relevance-fit-rows.json"
-            mine = in_library(queries(a.ukbench), h)
+            mine = in_library(queries(a.ukbench, a.boxes), h)
             # what the saved searches depend on besides the library: the queries and the scale of u
             key = [len(mine), a.top, "paired by id", policy.NEIGHBOUR_Z_PLAIN, policy.NEIGHBOUR_Z_WHITENED, "match",
                    policy.MATCH_U, policy.MATCH_COSINE, *policy.MATCH_STEEPNESS, policy.MATCH_RAW,
@@ -368,7 +384,7 @@ def main():
                 firsts = {name: [r for r in rs if r[2]] for name, rs in by_set.items() if name.endswith("none right")}
                 table(firsts, "the first result of searches with no right answer (wrong hidden = the search reads as empty)")
         return
-    qs += not_held(home) + not_held_boxes(home)
+    qs += not_held(home, a.outside) + not_held_boxes(home, a.boxes)
     qfile = home / "relevance-queries.jsonl"
     qfile.write_text("".join(json.dumps({"path": p, "box": box}) + "\n" for _, p, box, _, _ in qs))
     out = subprocess.run(exe + ["search", "--queries", str(qfile), "--json", "--top", str(a.fetch or a.top), "--home", str(home)],
