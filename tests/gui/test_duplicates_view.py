@@ -147,10 +147,11 @@ def test_a_selected_copy_folded_into_its_original_by_a_redone_search_keeps_that_
     query = tmp_path / "query.jpg"
     src.save(query, quality=90)
     index_folder(qtbot, window, a)
-    box = window.results.hide_dups
-    if not box.isChecked():
-        qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
     search(qtbot, window, query)
+    box = window.results.hide_dups
+    if not box.isChecked():  # its search waited for (else, a moment later, it redid the list under the selection)
+        with qtbot.waitSignal(window.searchFinished, timeout=30000):
+            qtbot.mouseClick(box, Qt.LeftButton, pos=QPoint(8, box.height() // 2))
     view = window.results_view
     row = next(r for r, h in enumerate(window.results_model.hits) if Path(h.path).name == "p0-small.png")
     qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(row)).center())
