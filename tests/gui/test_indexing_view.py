@@ -538,3 +538,32 @@ def test_the_time_left_and_the_rate_agree_with_the_count_shown(qtbot, window):
     assert abs((total - done) / rate / 60 - minutes) <= 0.5, text
     assert not window.progress.isTextVisible()
     window.indexing.index_cmd = None
+
+
+def test_a_run_that_fails_says_so_once_and_again_when_asked(qtbot, window, photo_dir, monkeypatch):
+    """A failure is said in a dialog once the run's bar and buttons are gone; the same failure of
+    the runs that follow by themselves (a watcher's, the next start's) stays in the status line
+    only, and a Rescan the person asks for says it again."""
+    from app.core.errors import EngineError
+    from PySide6.QtWidgets import QMessageBox
+
+    index_folder(qtbot, window, photo_dir)
+    said = []
+
+    def warning(*a, **k):
+        said.append((a[2], window.progress.isVisible(), window.pause_btn.isVisible()))
+        return QMessageBox.Ok
+
+    monkeypatch.setattr(QMessageBox, "warning", staticmethod(warning))
+    monkeypatch.setattr(type(window.svc), "extractor",
+                        lambda *a, **k: (_ for _ in ()).throw(EngineError("no engine can run this model here")))
+    for n in range(3):  # new photos each time: the run needs the model
+        write_photo(photo_dir / "scene0" / f"new{n}.png", 500 + n, size=(120, 90))
+        with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+            window.indexing.start()  # as a watcher's run starts
+        assert "no engine can run" in window.index_label.text()
+    assert [s[0] for s in said] == ["no engine can run this model here"]
+    assert said[0][1:] == (False, False)  # said once the bar and the buttons went
+    with qtbot.waitSignal(window.indexingFinished, timeout=60000):
+        menu_action(window, "Rescan folders").trigger()
+    assert len(said) == 2
