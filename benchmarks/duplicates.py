@@ -22,6 +22,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.core.aggregate.descriptor import l2n  # noqa: E402
+from app.core.catalog.records import ImageRow  # noqa: E402
 from app.core.duplicates import NEAR_DEFAULT, group_duplicates  # noqa: E402
 from app.core.signature import THUMB  # noqa: E402
 
@@ -56,8 +58,8 @@ def speed(n: int, d: int = 512, cameras: int = 1) -> None:
     rows = {}
     for k, (i, h) in enumerate(zip(ids.tolist(), hashes.tolist())):
         w, hh = (2600, 1950) if k % 20 == 0 else sizes[k % len(sizes)]
-        rows[i] = (i, f"/p/{i}.jpg", w, hh, 3_000_000, 0.0, 1.0, f"{i:040x}", h, bytes([th, tw]) + thumbs[k].tobytes(),
-                   0.0, "", 0)
+        rows[i] = ImageRow(i, f"/p/{i}.jpg", width=w, height=hh, size=3_000_000, sharpness=1.0, digest=f"{i:040x}",
+                           phash=h, thumb=bytes([th, tw]) + thumbs[k].tobytes())
     t = time.perf_counter()
     groups = group_duplicates(ids, vecs, rows, NEAR_DEFAULT, crops=True, log=print)
     print(f"n = {n:,}, D = {d}, {cameras} camera(s): {len(groups)} groups in {time.perf_counter() - t:.1f} s")
@@ -197,7 +199,7 @@ def quality(size: int | None, keep: str | None = None, reuse: str | None = None,
           f"{r['groups']} groups")
     # the same grouping with every file time equal: what the other rules decide alone
     rows = svc.catalog.duplicate_rows()
-    same_time = {i: (*row[:12], 1_600_000_000 * 10**9) for i, row in rows.items()}
+    same_time = {i: replace(row, mtime_ns=1_600_000_000 * 10**9) for i, row in rows.items()}
     ids, vecs = svc.snapshot().all_vectors()
     r2 = score(group_duplicates(ids, vecs, same_time, NEAR_DEFAULT, cache=cache), family)
     print(f"with every file time equal: the original kept in {r2['kept']:.3f} of {r2['groups']} groups")

@@ -35,6 +35,7 @@ from functools import partial
 import numpy as np
 
 from . import paths
+from .catalog.records import ImageRow
 from .errors import ImageError
 from .imageio import open_oriented, stored_orientation
 from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
@@ -347,19 +348,18 @@ def hash_pairs(hashes: np.ndarray, max_bits: int = HASH_BITS, max_bucket: int = 
     return has[pairs] if len(pairs) else np.zeros((0, 2), np.int64)
 
 
-def hash_close(pairs: np.ndarray, rows: dict) -> np.ndarray:
+def hash_close(pairs: np.ndarray, rows: dict[int, ImageRow]) -> np.ndarray:
     """(P,) bool: whether each pair's hashes differ by at most HASH_BITS in the best orientation
     (True where either photo's signature predates schema 5: their thumbnails alone decide)."""
     if not len(pairs):
         return np.zeros(0, bool)
-    h = np.array([[rows[a][8], rows[b][8]] for a, b in pairs.tolist()], np.int64)
-    old = np.array([rows[a][10] < 0 or rows[b][10] < 0 for a, b in pairs.tolist()], bool)
+    h = np.array([[rows[a].phash, rows[b].phash] for a, b in pairs.tolist()], np.int64)
+    old = np.array([rows[a].border < 0 or rows[b].border < 0 for a, b in pairs.tolist()], bool)
     return old | (hamming(variants(h[:, 0]), h[:, 1, None]).min(axis=1) <= HASH_BITS)
 
 
-def _content_area(row) -> float:
-    border = max(row[10], 0.0)
-    return row[2] * row[3] * (1.0 - border)
+def _content_area(row: ImageRow) -> float:
+    return row.width * row.height * (1.0 - max(row.border, 0.0))
 
 
 def window_scales(H: int, W: int, h: int, w: int, max_area: float = CROP_MAX_AREA) -> list[tuple[float, float]]:
@@ -381,8 +381,8 @@ def _scored_windows(rows, pairs: list[tuple[int, int]], known: dict) -> None:
     """(best window correlation, that window's width fraction, the small photo's turn) of each
     (big, small) pair, into `known` (the window range follows from the two photos alone, so a
     pair's score is the same whoever asks: grouping or `relation`)."""
-    todo = [(b, s) for b, s in pairs if (b, s) not in known and rows[b][9] and rows[s][9]]
-    known.update({p: (0.0, 0.0, 0) for p in pairs if p not in known and not (rows[p[0]][9] and rows[p[1]][9])})
+    todo = [(b, s) for b, s in pairs if (b, s) not in known and rows[b].thumb and rows[s].thumb]
+    known.update({p: (0.0, 0.0, 0) for p in pairs if p not in known and not (rows[p[0]].thumb and rows[p[1]].thumb)})
     if not todo:
         return
     # a trim (more than CROP_MAX_AREA of the other's pixels, at most TRIM_MAX_AREA) is looked for in
@@ -391,7 +391,7 @@ def _scored_windows(rows, pairs: list[tuple[int, int]], known: dict) -> None:
     crops = [p for p in todo if not _is_trim(rows, *p)]
     for some, scales in ((crops, window_scales), (trims, partial(window_scales, max_area=TRIM_MAX_AREA))):
         if some:
-            best, width, turn = crop_search([rows[b][9] for b, _ in some], [rows[s][9] for _, s in some], scales)
+            best, width, turn = crop_search([rows[b].thumb for b, _ in some], [rows[s].thumb for _, s in some], scales)
             known.update(zip(some, zip(best.tolist(), width.tolist(), turn.tolist())))
 
 
@@ -432,7 +432,7 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
         near = (rank <= K) & (cos >= CANDIDATE_FLOOR)
         small = np.minimum(a, b) <= SMALL_AREA * np.maximum(a, b)
         knn, cos = knn[near | small], cos[near | small]
-    hashes = np.array([rows[i][8] if i in rows and rows[i][10] >= 0 else 0 for i in ids.tolist()], np.int64)
+    hashes = np.array([rows[i].phash if i in rows and rows[i].border >= 0 else 0 for i in ids.tolist()], np.int64)
     hp = hash_pairs(hashes)
     seen = {(int(a), int(b)) for a, b in knn.tolist()}
     extra = np.array([p for p in hp.tolist() if tuple(p) not in seen], np.int64).reshape(-1, 2)
@@ -440,9 +440,9 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
         cos = np.concatenate([cos, np.einsum("ij,ij->i", vecs[extra[:, 0]], vecs[extra[:, 1]])])
         knn = np.concatenate([knn, extra])
     pairs = ids[knn] if len(knn) else np.zeros((0, 2), np.int64)
-    ok = np.array([a in rows and b in rows and bool(rows[a][9]) and bool(rows[b][9]) for a, b in pairs.tolist()], bool)
+    ok = np.array([a in rows and b in rows and bool(rows[a].thumb) and bool(rows[b].thumb) for a, b in pairs.tolist()], bool)
     pairs, cos = pairs[ok], cos[ok]
-    ncc, change = frame_scores([rows[int(a)][9] for a, _ in pairs.tolist()], [rows[int(b)][9] for _, b in pairs.tolist()])
+    ncc, change = frame_scores([rows[int(a)].thumb for a, _ in pairs.tolist()], [rows[int(b)].thumb for _, b in pairs.tolist()])
     detail = np.full(len(pairs), np.nan, np.float32)
     if len(pairs):
         _fill_detail(detail, np.flatnonzero(ncc.max(axis=1) >= SLIDER_RANGE[0]), pairs, ncc, rows)
@@ -454,15 +454,14 @@ def _fill_detail(detail: np.ndarray, idx: np.ndarray, pairs: np.ndarray, ncc: np
     """detail[idx] = the fine-structure correlation of those candidate pairs, in their best
     orientation (in place: the cached candidates keep what is computed once)."""
     if len(idx):
-        detail[idx] = detail_scores([rows[int(pairs[i, 0])][9] for i in idx], [rows[int(pairs[i, 1])][9] for i in idx],
+        detail[idx] = detail_scores([rows[int(pairs[i, 0])].thumb for i in idx], [rows[int(pairs[i, 1])].thumb for i in idx],
                                     ncc[idx].argmax(axis=1))
 
 
-def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: float = NEAR_DEFAULT, crops: bool = True,
-                     log=None, cache: dict | None = None) -> list[Group]:
+def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict[int, ImageRow], threshold: float = NEAR_DEFAULT,
+                     crops: bool = True, log=None, cache: dict | None = None) -> list[Group]:
     """The grouping itself. ids (n,) catalog ids, vecs (n, D) their unit vectors; rows: id ->
-    (id, path, width, height, size, taken, sharpness, digest, phash, thumb, border, camera,
-    mtime_ns) as `Catalog.duplicate_rows`. `threshold`: the pixel correlation two photos need
+    ImageRow (`Catalog.duplicate_rows`). `threshold`: the pixel correlation two photos need
     to be the same photo. `cache`: the candidates and pixel scores of the same ids and vectors
     (any threshold)."""
     t0 = time.perf_counter()
@@ -471,8 +470,8 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     by_digest: dict[str, list[int]] = {}
     for i in ids.tolist():
         r = rows.get(i)
-        if r is not None and r[7]:
-            by_digest.setdefault(r[7], []).append(i)
+        if r is not None and r.digest:
+            by_digest.setdefault(r.digest, []).append(i)
     for group in by_digest.values():
         for other in group[1:]:
             u.join(group[0], other)
@@ -503,8 +502,9 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict, threshold: f
     for big, small in windows:
         score, fw, turn = known[(big, small)]
         if score >= max(threshold, CROP_NCC):
-            w, h = rows[small][2:4] if not ORIENTATIONS[turn][0] else rows[small][3:1:-1]
-            window = (fw * rows[big][2]) ** 2 * (h / w) * (1.0 - max(rows[big][10], 0.0))
+            r = rows[small]
+            w, h = (r.height, r.width) if ORIENTATIONS[turn][0] else (r.width, r.height)
+            window = (fw * rows[big].width) ** 2 * (h / w) * (1.0 - max(rows[big].border, 0.0))
             if max(most.get(u.find(small), 0.0), _content_area(rows[small])) <= ENLARGED * window:
                 u.join(big, small)
                 crop_of[small] = big
@@ -571,30 +571,32 @@ def _mark_shadowed(ms: list[Member], digests: dict[int, str]) -> None:
         m.shadowed = m.link and digests.get(m.image_id) in files
 
 
-def _member(row) -> Member:
-    return Member(row[0], paths.from_db(row[1]), row[2], row[3], row[4], row[5] or 0.0, row[6] or 0.0,
-                  (row[12] or 0) / 1e9, row[11] or "", max(row[10], 0.0))
+def _member(row: ImageRow, image_id: int | None = None) -> Member:
+    """The member of a group that `row` is (image_id: another id to know it by)."""
+    return Member(row.id if image_id is None else image_id, row.path, row.width, row.height, row.size or 0,
+                  row.taken or 0.0, row.sharpness or 0.0, (row.mtime_ns or 0) / 1e9, row.camera or "",
+                  max(row.border or 0.0, 0.0))
 
 
-def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: dict, crops: bool = True
-             ) -> tuple[str, str, float]:
+def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, threshold: float, known: dict,
+             crops: bool = True) -> tuple[str, str, float]:
     """(relation key, words, pixel similarity) of member `m` against the photo to keep, by the
     grouping's rules: the whole photo (threshold, hashes, fine structure), else a window of it.
     crops: whether a copy that passes as the whole photo may still be told a crop (CROP_BETTER)."""
-    if keep_row[7] and keep_row[7] == m_row[7]:
+    if keep_row.digest and keep_row.digest == m_row.digest:
         if m.link:  # removing the link frees nothing and loses nothing
             target = os.path.realpath(m.path)
             # (trial 20: of two links to one file, one read "best to keep", the other "a link to it")
             also = keep.link and os.path.realpath(keep.path) == target
             return "exact", f"{'another link' if also else 'a link'} to {paths.display(target)}, not a copy", 1.0
         return "exact", RELATIONS["exact"], 1.0
-    ncc, change = frame_scores([keep_row[9]], [m_row[9]])
+    ncc, change = frame_scores([keep_row.thumb], [m_row.thumb])
     k = int(best_turns(ncc)[0])
     sim = float(ncc[0, k])
     pair = {keep.image_id: keep_row, m.image_id: m_row}
     whole = sim >= threshold and hash_close(np.array([[keep.image_id, m.image_id]]), pair)[0]
-    if whole and keep_row[9] and m_row[9]:  # the fine structure, as grouping asks (a trim often fails it)
-        whole = not detail_scores([keep_row[9]], [m_row[9]], np.array([k]))[0] < DETAIL_MIN
+    if whole and keep_row.thumb and m_row.thumb:  # the fine structure, as grouping asks (a trim often fails it)
+        whole = not detail_scores([keep_row.thumb], [m_row.thumb], np.array([k]))[0] < DETAIL_MIN
     if not whole or (crops and _content_area(m_row) <= TRIM_MAX_AREA * _content_area(keep_row)):
         key = (keep.image_id, m.image_id)
         if key not in known:
@@ -607,7 +609,7 @@ def relation(keep: Member, keep_row, m: Member, m_row, threshold: float, known: 
         # still reads 0.99, as a resize does
         key = ("whole", keep.image_id, m.image_id)
         if key not in known:
-            known[key] = float(crop_search([keep_row[9]], [m_row[9]], lambda *shapes: [(1.0, 1.0)])[0][0])
+            known[key] = float(crop_search([keep_row.thumb], [m_row.thumb], lambda *shapes: [(1.0, 1.0)])[0][0])
         whole = win <= known[key] + CROP_BETTER
     if win >= max(threshold, CROP_NCC) and not whole:
         window_px = fw * keep.width * np.sqrt(1 - keep.border)  # the window's width in the keep's pixels
@@ -660,24 +662,25 @@ def _groups(u: _Union, rows, crop_of: dict, threshold: float, known: dict, enlar
         if len(ms) < 2:
             continue
         _mark_enlarged(ms, crop_of, enlarged)
-        _mark_shadowed(ms, {m.image_id: rows[m.image_id][7] for m in ms})
+        _mark_shadowed(ms, {m.image_id: rows[m.image_id].digest for m in ms})
         least = min(m.border for m in ms)
         turned = dict(zip([m.image_id for m in ms],
-                          turned_from_most([b"" if m.image_id in crop_of else rows[m.image_id][9] for m in ms])))
+                          turned_from_most([b"" if m.image_id in crop_of else rows[m.image_id].thumb for m in ms])))
         flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of, turned[m.image_id]) for m in ms}
         _even_out(ms, flags)
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]
         keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
         # said against a link to its bytes too (trial 23: "most pixels" beside such a link of equal size)
-        digest = rows[keep.image_id][7]
+        digest = rows[keep.image_id].digest
         if not keep.shadowed and not ms[1].shadowed and digest and any(
-                m.shadowed and rows[m.image_id][7] == digest for m in ms[2:]):
+                m.shadowed and rows[m.image_id].digest == digest for m in ms[2:]):
             keep.why += "; the file itself, not a link to the same bytes"
         # the window searches `relation` asks for, in one batch (a search alone costs ~15 times more)
         _scored_windows(rows, [(keep.image_id, m.image_id) for m in ms[1:]
                                if _content_area(rows[m.image_id]) <= TRIM_MAX_AREA * _content_area(rows[keep.image_id])
-                               and not (rows[m.image_id][7] and rows[m.image_id][7] == rows[keep.image_id][7])], known)
+                               and not (rows[m.image_id].digest and rows[m.image_id].digest == rows[keep.image_id].digest)],
+                       known)
         for m in ms[1:]:
             m.relation, m.detail, m.similarity = relation(keep, rows[keep.image_id], m, rows[m.image_id], threshold, known,
                                                           crops)
@@ -734,16 +737,15 @@ class CopyFilter:
         return None
 
 
-def keeper(rows: list[dict], answers: dict) -> int:
-    """Index of the photo Duplicates would keep among `rows`, catalog rows of one photo's copies
-    (Catalog.image_rows: width, height, camera, path, mtime_ns, size, sharpness, border), by
-    `keep_order` after the enlargement check (`_mark_enlarged`, its answers kept in `answers`)."""
-    ms = [Member(i, r["path"], r["width"], r["height"], r["size"] or 0, 0.0, r["sharpness"] or 0.0,
-                 (r["mtime_ns"] or 0) / 1e9, r["camera"] or "", max(r["border"] or 0.0, 0.0)) for i, r in enumerate(rows)]
+def keeper(rows: list[ImageRow], answers: dict) -> int:
+    """Index of the photo Duplicates would keep among `rows`, the catalog rows of one photo's
+    copies, by `keep_order` after the enlargement check (`_mark_enlarged`, its answers kept in
+    `answers`)."""
+    ms = [_member(r, i) for i, r in enumerate(rows)]
     _mark_enlarged(ms, {}, answers)
-    _mark_shadowed(ms, {i: r.get("digest") for i, r in enumerate(rows)})
+    _mark_shadowed(ms, {i: r.digest for i, r in enumerate(rows)})
     least = min(m.border for m in ms)
-    turned = turned_from_most([r.get("thumb") or b"" for r in rows])
+    turned = turned_from_most([r.thumb or b"" for r in rows])
     flags = {m.image_id: (m.border > least + BORDER_ADDED, False, turned[m.image_id]) for m in ms}
     _even_out(ms, flags)
     return min(ms, key=lambda m: keep_order(m, *flags[m.image_id])).image_id

@@ -100,7 +100,7 @@ def test_workers_find_the_photos_where_they_mount_them(tmp_path, few_calibration
     prog = lib.run(lib.index([photos], ray="auto", path_map=pm), timeout=300)
     assert prog.phase == "done" and prog.done == 60 and prog.failed == 0
     rows = lib.catalog.duplicate_rows()
-    digests = {r[1]: r[7] for r in rows.values()}
+    digests = {r.path: r.digest for r in rows.values()}
     assert len(digests) == 60 and all(p.startswith(str(photos)) for p in digests)  # the driver's paths
 
     def sha1(p):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
+from app.core.catalog.records import ImageRow
 from app.core.duplicates import Member, _scored_windows, find_duplicates, knn_pairs, relation, to_records, window_scales
 from app.core.signature import crop_search, frame_scores, hamming, phash, thumb, trim_border, variants
 from tests.conftest import shared_photos, write_photo
@@ -60,7 +61,7 @@ def test_signatures_see_through_turns_borders_and_recompression():
     assert hamming(variants(np.array([h]))[0], ho).min() > 10
     assert frame_scores([t], [to])[0].max() < 0.85
     # a crop, also when resized afterwards: found as a window of the original at some scale
-    rows = {n: (n, "", *img.size, 0, 0, 0, "", 0, signature(img)[1], 0.0, "", 0)
+    rows = {n: ImageRow(n, "", width=img.width, height=img.height, thumb=signature(img)[1])
             for n, img in ((1, src), (2, edits(src)["crop"]), (3, edits(src)["cropsmall"]), (4, other),
                            (5, edits(src)["cropturned"]))}
     known = {}
@@ -68,7 +69,7 @@ def test_signatures_see_through_turns_borders_and_recompression():
     assert known[(1, 2)][0] > 0.94 and known[(1, 3)][0] > 0.94 and known[(1, 4)][0] < 0.9
     # a crop turned as well (cut from pixels stored sideways, or rotated in an editor): found, and told so
     assert known[(1, 5)][0] > 0.94 and known[(1, 5)][2] != 0
-    keep, turned = (Member(n, f"/p/{n}.jpg", rows[n][2], rows[n][3], 1, 0, 0) for n in (1, 5))
+    keep, turned = (Member(n, f"/p/{n}.jpg", rows[n].width, rows[n].height, 1, 0, 0) for n in (1, 5))
     key, words, _ = relation(keep, rows[1], turned, rows[5], 0.92, known)
     assert key == "crop" and "rotated 90° right" in words and re.search(r"resized to (69|70|71) %", words), words
     assert crop_search([t], [thumb(src.crop((10, 10, 60, 40)))], lambda *shapes: [(30 / 480, 50 / 640)])[0][0] == 0.0  # too small
@@ -116,7 +117,8 @@ def test_a_photo_zoomed_in_from_the_same_place_is_not_a_crop():
     rows = {}
     for n, img in photos.items():
         hsh, t, b = signature(img)
-        rows[n] = (n, f"/p/{n}.jpg", *img.size, 1000 * n, 0.0, 1.0, f"{n:040x}", hsh, t, b, "", 0)
+        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=1000 * n, sharpness=1.0,
+                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
     rng = np.random.default_rng(0)
     vecs = 1.0 + 0.1 * rng.normal(size=(3, 16))  # descriptors alike: every pair is a candidate
     vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
@@ -143,7 +145,8 @@ def test_a_slight_trim_is_grouped_and_called_a_crop(kind, index):
     rows = {}
     for n, img in photos.items():
         hsh, t, b = signature(img)
-        rows[n] = (n, f"/p/{n}.jpg", *img.size, 1000 * n, 0.0, 1.0, f"{n:040x}", hsh, t, b, "", 0)
+        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=1000 * n, sharpness=1.0,
+                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
     vecs = np.ones((4, 16), np.float32) / 4.0  # descriptors alike: every pair is a candidate
     groups = group_duplicates(np.array([1, 2, 3, 4]), vecs, rows)
     assert [sorted(m.image_id for m in g.members) for g in groups] == [[1, 2, 3, 4]]
@@ -173,9 +176,10 @@ def test_two_shots_a_step_apart_are_not_the_same_photo():
         rows = {}
         for n, img in photos.items():
             hsh, t, b = signature(img)
-            rows[n] = (n, f"/p/{n}.jpg", *img.size, 1000 * n, 0.0, 1.0, f"{n:040x}", hsh, t, b, "", 0)
-        ncc, _ = frame_scores([rows[1][9]], [rows[2][9]])
-        assert ncc[0, 0] >= 0.92 and hamming(rows[1][8], rows[2][8]) <= 8  # the coarse checks let them through
+            rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=1000 * n, sharpness=1.0,
+                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
+        ncc, _ = frame_scores([rows[1].thumb], [rows[2].thumb])
+        assert ncc[0, 0] >= 0.92 and hamming(rows[1].phash, rows[2].phash) <= 8  # the coarse checks let them through
         vecs = 1.0 + 0.1 * rng.normal(size=(3, 16))  # descriptors alike: every pair is a candidate
         vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
         groups = group_duplicates(np.array([1, 2, 3]), vecs, rows, crops=False)
@@ -309,8 +313,8 @@ def test_moving_the_threshold_reuses_the_neighbours_and_crop_scores(monkeypatch)
     for k, i in enumerate(ids.tolist()):
         w, h = (3000, 2250) if 300 <= k < 330 else (4000, 3000)
         src = k - 200 if 200 <= k < 260 else k
-        rows[i] = (i, f"/p/{i}.jpg", w, h, 1000 + k, 0.0, 1.0, f"{k:040x}", (src + 1) << 8,
-                   bytes([36, 48]) + thumbs[src].tobytes(), 0.0, "", 0)
+        rows[i] = ImageRow(i, f"/p/{i}.jpg", width=w, height=h, size=1000 + k, sharpness=1.0, digest=f"{k:040x}",
+                           phash=(src + 1) << 8, thumb=bytes([36, 48]) + thumbs[src].tobytes())
     calls = {"knn": 0, "crop": 0}
     real_knn, real_crop = dup.knn_pairs, dup.crop_search
     monkeypatch.setattr(dup, "knn_pairs", lambda *a, **k: (calls.__setitem__("knn", calls["knn"] + 1), real_knn(*a, **k))[1])
@@ -357,12 +361,12 @@ def test_a_schema_4_catalog_keeps_its_rows_and_is_marked_for_old_signatures(tmp_
     svc = open_lib(home, library)
     try:
         assert svc.catalog.schema_version() == SCHEMA_VERSION and svc.stats()["indexed"] == 5
-        assert {r[10] for r in svc.catalog.duplicate_rows().values()} == {-1.0}
+        assert {r.border for r in svc.catalog.duplicate_rows().values()} == {-1.0}
         groups = find_duplicates(svc)
         assert [sorted(Path(m.path).name for m in g.members) for g in groups] == [["p0-copy.png", "p0.png"]]
         Image.open(d / "p1.png").transpose(Image.Transpose.ROTATE_180).save(d / "p1-turned.png")
         index(svc, [d])  # a new photo gets the new signatures beside the old ones
-        assert sorted(r[10] for r in svc.catalog.duplicate_rows().values())[-1] == 0.0
+        assert sorted(r.border for r in svc.catalog.duplicate_rows().values())[-1] == 0.0
         kinds = {frozenset(Path(m.path).name for m in g.members): g.kind for g in find_duplicates(svc)}
         assert kinds[frozenset({"p1.png", "p1-turned.png"})] == "turned"  # found through the thumbnails
     finally:

@@ -32,7 +32,7 @@ from .. import paths
 from ..errors import Cancelled, CatalogError, InputError
 from .models import SCHEMA_VERSION, Base, Descriptor, Folder, Image, Meta, Space, State
 from .queries import chunks, under
-from .records import BatchOutcome, FolderInfo, Known, Record, SpaceInfo, SpaceRow
+from .records import BatchOutcome, FolderInfo, ImageRow, Known, Record, SpaceInfo, SpaceRow
 
 CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
 
@@ -702,29 +702,21 @@ class Catalog:
                     np.frombuffer(d.grid, np.float16).reshape(d.grid_h, d.grid_w).astype(np.float32))
 
     # ---- reads for searches and the views ---------------------------------------------------------------
-    def image_rows(self, ids) -> dict[int, dict]:
-        """id -> {path, width, height, folder_id, digest, taken, size, status, sharpness, thumb,
-        mtime_ns, camera, border}."""
+    def image_rows(self, ids) -> dict[int, ImageRow]:
+        """id -> ImageRow of those of catalog `ids` that are in the catalog (any status)."""
         out = {}
         with self._read() as s:
             for chunk in chunks([int(i) for i in ids], CHUNK):
-                for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.folder_id, Image.digest,
-                                          Image.taken, Image.size, Image.status, Image.sharpness, Image.thumb,
-                                          Image.mtime_ns, Image.camera, Image.border)
-                                   .where(Image.id.in_(chunk))):
-                    out[r[0]] = {"path": paths.from_db(r[1]), "width": r[2], "height": r[3], "folder_id": r[4],
-                                 "digest": r[5], "taken": r[6], "size": r[7], "status": r[8], "sharpness": r[9],
-                                 "thumb": r[10], "mtime_ns": r[11], "camera": r[12], "border": r[13]}
+                out.update((r[0], _image_row(r)) for r in s.execute(select(*_ROW).where(Image.id.in_(chunk))))
         return out
 
-    def library_row(self, path: str, space_id: int) -> tuple | None:
-        """(id, size, mtime_ns, digest, width, height) of the searchable photo at `path` with a
-        descriptor in `space_id`, or None."""
+    def library_row(self, path: str, space_id: int) -> ImageRow | None:
+        """The row of the searchable photo at `path` with a descriptor in `space_id`, or None."""
         with self._read() as s:
-            return s.execute(select(Image.id, Image.size, Image.mtime_ns, Image.digest, Image.width, Image.height)
-                             .join(Descriptor, Descriptor.image_id == Image.id)
-                             .where(Image.path == paths.to_db(path), Descriptor.space_id == space_id,
-                                    Image.status == "indexed")).first()
+            r = s.execute(select(*_ROW).join(Descriptor, Descriptor.image_id == Image.id)
+                          .where(Image.path == paths.to_db(path), Descriptor.space_id == space_id,
+                                 Image.status == "indexed")).first()
+        return _image_row(r) if r is not None else None
 
     def ids_with_digest(self, digest: str) -> list[int]:
         """Searchable photos with exactly these bytes, by id."""
@@ -773,14 +765,10 @@ class Catalog:
         with self._read() as s:
             return [paths.from_db(p) for p in s.scalars(select(Image.path).where(Image.status == "missing").order_by(Image.path))]
 
-    def duplicate_rows(self) -> dict[int, tuple]:
-        """id -> (id, path, width, height, size, taken, sharpness, digest, phash, thumb, border,
-        camera, mtime_ns) of every searchable photo (paths as stored)."""
+    def duplicate_rows(self) -> dict[int, ImageRow]:
+        """id -> ImageRow of every searchable photo (what the duplicate finder compares)."""
         with self._read() as s:
-            return {r[0]: tuple(r) for r in s.execute(select(Image.id, Image.path, Image.width, Image.height, Image.size,
-                                                             Image.taken, Image.sharpness, Image.digest, Image.phash,
-                                                             Image.thumb, Image.border, Image.camera, Image.mtime_ns)
-                                                      .where(Image.status == "indexed"))}
+            return {r[0]: _image_row(r) for r in s.execute(select(*_ROW).where(Image.status == "indexed"))}
 
     def stats(self, space_id: int | None, folders: Iterable[FolderInfo]) -> dict:
         """Counts per folder and in total: images, indexed (in `space_id`), failed, missing."""
@@ -889,6 +877,15 @@ def _under(folder: str) -> list:
     """SQL conditions that hold for rows at or under `folder` (a superset: components decide)."""
     stored, pattern = under(folder)
     return [Image.path == stored, Image.path.like(pattern, escape="\\"), Image.path.like("?bytes:%")]
+
+
+# the columns of an ImageRow, in its fields' order
+_ROW = (Image.id, Image.path, Image.folder_id, Image.status, Image.width, Image.height, Image.size, Image.mtime_ns,
+        Image.digest, Image.taken, Image.sharpness, Image.camera, Image.border, Image.phash, Image.thumb)
+
+
+def _image_row(r) -> ImageRow:
+    return ImageRow(r[0], paths.from_db(r[1]), *r[2:])
 
 
 def _lacking(s, space_id: int) -> int:

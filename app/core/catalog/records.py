@@ -16,6 +16,30 @@ class FolderInfo:
     state: str = "ok"
 
 
+@dataclass(frozen=True, slots=True)
+class ImageRow:
+    """A photo's catalog row, as every read of photos hands it out (`Catalog.image_rows`,
+    `duplicate_rows`, `library_row`): the searches, the duplicate finder and the views read these
+    fields by name. The path is the file system's (decoded from its stored form, paths.from_db).
+    A column an older catalog left empty reads None (the readers default it)."""
+
+    id: int
+    path: str
+    folder_id: int = 0
+    status: str = "indexed"  # indexed | missing | failed | unreadable
+    width: int = 0  # oriented pixels
+    height: int = 0
+    size: int = 0  # bytes
+    mtime_ns: int = 0
+    digest: str = ""  # the file's bytes (sha1); "" when not read
+    taken: float = 0.0  # EXIF time (POSIX), 0 when unknown
+    sharpness: float = 0.0
+    camera: str = ""  # EXIF make and model, "" when none
+    border: float = 0.0  # share of the photo a uniform border takes; -1: signatures from before schema 5
+    phash: int = 0  # perceptual hash of the content (signature.py), 0 when none
+    thumb: bytes = b""  # the content's thumbnail (signature.thumb), b"" when none
+
+
 @dataclass(frozen=True)
 class SpaceInfo:
     """How the vectors of a space are made (a detached copy of the catalog row)."""

@@ -44,6 +44,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..catalog.catalog import Catalog
 from ..catalog.models import SCHEMA_VERSION
+from ..catalog.records import ImageRow
 from ..config import Settings, check_home, home_dir, models_dir
 from ..errors import (Cancelled, CatalogError, HeatSearchError, InputError, LibraryBusyError, LockLostError,
                       ReadOnlyError, ServerUnreachable)
@@ -332,8 +333,8 @@ class LibraryService:
         key, _ = resolve_space(new)
         return self.catalog.guard(self.catalog.lacking, key), self.catalog.guard(self.catalog.space, key) is not None
 
-    def image_rows(self, ids) -> dict[int, dict]:
-        """id -> {path, width, height, folder_id, digest, taken, size, status} for catalog ids."""
+    def image_rows(self, ids) -> dict[int, ImageRow]:
+        """id -> the catalog row of those of catalog `ids` that are in the catalog."""
         return self.catalog.guard(self.catalog.image_rows, ids)
 
     # ---- the outage state ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image as PILImage
 
 from .. import policy, verification
-from ..catalog.records import Filters
+from ..catalog.records import Filters, ImageRow
 from ..describe import Described, HewParams, describe_features, describe_map, match_share
 from ..duplicates import CopyFilter, keeper
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
@@ -153,20 +153,20 @@ class Searcher:
         self._enlarged: dict = {}  # One per duplicate: Duplicates' enlargement answers, by the files' identities
 
     # ---- query descriptor ---------------------------------------------------------------------
-    def _library_row(self, path: str | None, snap):
-        """(image id, size, mtime, digest, width, height) of an indexed, unchanged library photo at
-        `path` that the snapshot can search."""
+    def _library_row(self, path: str | None, snap) -> ImageRow | None:
+        """The catalog row of an indexed, unchanged library photo at `path` that the snapshot can
+        search."""
         if not path or snap.space is None:
             return None
         p = os.path.realpath(path)
         row = self.svc.catalog.guard(self.svc.catalog.library_row, p, snap.space.id)
-        if row is None or not snap.contains([row[0]])[0]:
+        if row is None or not snap.contains([row.id])[0]:
             return None
         try:
             st = os.stat(p)
         except OSError:
             return None
-        return row if (st.st_size, st.st_mtime_ns) == (row[1], row[2]) else None
+        return row if (st.st_size, st.st_mtime_ns) == (row.size, row.mtime_ns) else None
 
     def _map_key(self, req: SearchRequest, snap) -> tuple:
         """Content key of the query's feature map: path + size + mtime, or a digest of the pixels
@@ -205,14 +205,14 @@ class Searcher:
         return image_size(req.path) if req.path else req.image.size
 
     def query_descriptor(self, req: SearchRequest, snap, plan: policy.SearchPlan
-                         ) -> tuple[Described, tuple[int, int], bool, tuple | None]:
+                         ) -> tuple[Described, tuple[int, int], bool, ImageRow | None]:
         """(description, oriented query size, used_cnn, library row or None)."""
         params = HewParams(snap.space.threshold, snap.space.z_ratio)
         own = self._library_row(req.path, snap)
         if req.box is None and own is not None:  # a library photo: its stored descriptor, no CNN
-            stored = self.svc.catalog.descriptor(own[0], snap.space.id)
+            stored = self.svc.catalog.descriptor(own.id, snap.space.id)
             if stored is not None:
-                return Described(stored[0], stored[1]), (own[4], own[5]), False, own
+                return Described(stored[0], stored[1]), (own.width, own.height), False, own
         crop = None
         if req.box is not None and plan.box_mode in ("crop", "hybrid"):
             ex = self.svc.extractor(snap.space)
@@ -314,15 +314,15 @@ class Searcher:
         #20, below other photos of its subject); all of them, filter or not)."""
         if not req.path:
             return [], []
-        digest = own[3] if own is not None else self._digest(req.path)
+        digest = own.digest if own is not None else self._digest(req.path)
         if digest is None:
             return [], []
         ids = self.svc.catalog.guard(self.svc.catalog.ids_with_digest, digest)
         if ids:
             ids = [i for i, ok in zip(ids, snap.contains(ids).tolist()) if ok]
-        if own is not None and own[0] in ids:
-            ids.remove(own[0])
-            ids.insert(0, own[0])
+        if own is not None and own.id in ids:
+            ids.remove(own.id)
+            ids.insert(0, own.id)
         same = list(ids)
         if ids and req.filters.active:
             allowed = set(self._admitted(req.filters, ids).tolist())
@@ -358,8 +358,7 @@ class Searcher:
         if req.box is not None:
             return b""
         if own is not None:
-            row = self.svc.image_rows([own[0]]).get(own[0])
-            return (row or {}).get("thumb") or b""
+            return own.thumb or b""
         try:
             if req.image is not None:  # pasted pixels: no file to read again
                 return thumb(content_of(req.image)[1])
@@ -567,10 +566,10 @@ class Searcher:
 
         def count(j: int) -> int | None:
             row = rows.get(int(ids[j]))
-            if row is None or not verification.readable(row["path"], row["width"], row["height"]):
+            if row is None or not verification.readable(row.path, row.width, row.height):
                 return None
             try:
-                return verification.inliers(query, self._local_features(row["path"]))
+                return verification.inliers(query, self._local_features(row.path))
             except Exception:  # unreadable, gone, or OpenCV's own error: not counted, not lowered
                 return None
 
@@ -685,7 +684,7 @@ class Searcher:
         rows = self.svc.image_rows(ids)
         original = CopyFilter()
         original.match(query_thumb)
-        return {i: original.match(rows[i]["thumb"], keep=False) == 0 for i in ids if i in rows}
+        return {i: original.match(rows[i].thumb, keep=False) == 0 for i in ids if i in rows}
 
     def _hits(self, ids, scores, q, snap, req: SearchRequest, pinned: set, vec_of: dict,
               query_thumb: bytes = b"", copy_of: dict | None = None) -> list[Hit]:
@@ -700,34 +699,34 @@ class Searcher:
         original = CopyFilter()  # the query alone
         original.match(query_thumb)
         shown: dict[int, int] = {}  # set -> its index in hits
-        sets: dict[int, list[tuple[Hit, dict]]] = {}  # set -> its photos among the results (hit, catalog row)
+        sets: dict[int, list[tuple[Hit, ImageRow]]] = {}  # set -> its photos among the results (hit, catalog row)
         hits = []
         for i, sc in zip(ids, scores):
             r = rows.get(i)
-            if r is None or r["status"] != "indexed":  # forgotten or missing since the snapshot
+            if r is None or r.status != "indexed":  # forgotten or missing since the snapshot
                 continue
-            state = snap.folder_state(r["folder_id"])
-            if state == "ok" and not os.path.exists(r["path"]):
+            state = snap.folder_state(r.folder_id)
+            if state == "ok" and not os.path.exists(r.path):
                 state = "missing"
             sim = float(vec_of[i] @ q) if i in vec_of else 0.0
-            hit = Hit(i, r["path"], float(sc), len(hits) + 1, r["width"], r["height"], sim, state, duplicate=i in pinned)
+            hit = Hit(i, r.path, float(sc), len(hits) + 1, r.width, r.height, sim, state, duplicate=i in pinned)
             # a copy of the query (resized, re-encoded) is what a person looks for first: the
             # descriptor of a resized copy can fall below other views of the scene (trial: #5)
             hit.copy = bool(query_thumb) and i not in pinned and (
-                copy_of[i] if i in copy_of else original.match(r["thumb"], keep=False) == 0)
+                copy_of[i] if i in copy_of else original.match(r.thumb, keep=False) == 0)
             if hit.copy:
-                hit.turn = copy_turn(query_thumb, r["thumb"])
+                hit.turn = copy_turn(query_thumb, r.thumb)
             if req.hide_duplicates:
-                k = by_digest.get(r["digest"]) if r["digest"] else None
+                k = by_digest.get(r.digest) if r.digest else None
                 if k is None:
-                    k = copies.match(r["thumb"])
+                    k = copies.match(r.thumb)
                 if k is not None:
                     sets[k].append((hit, r))
                     continue
-                k = len(copies.grids) - 1 if r["thumb"] else -1 - len(hits)  # a photo without a thumbnail: its own set
+                k = len(copies.grids) - 1 if r.thumb else -1 - len(hits)  # a photo without a thumbnail: its own set
                 shown[k], sets[k] = len(hits), [(hit, r)]
-                if r["digest"]:
-                    by_digest[r["digest"]] = k
+                if r.digest:
+                    by_digest[r.digest] = k
             hits.append(hit)
             if len(hits) >= req.top + 50:
                 break
