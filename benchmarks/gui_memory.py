@@ -40,7 +40,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40, help="photos stepped through in the viewer")
     ap.add_argument("--searches", type=int, default=10, help="searches after the viewer closes")
     ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): "
-                                                           "--photos 6 --steps 3 --searches 2")
+                                                           "--photos 6 --steps 3 --searches 2, a quarter of the waits")
     a = ap.parse_args()
     if a.smoke:
         a.photos, a.steps, a.searches = 6, 3, 2
@@ -75,9 +75,9 @@ def main():
         QTimer.singleShot(ms, loop.quit)
         loop.exec()
 
-    def settle(ms):
+    def settle(ms, scaled=True):  # --smoke waits a quarter as long for things to settle
         loop = QEventLoop()
-        QTimer.singleShot(ms, loop.quit)
+        QTimer.singleShot(int(ms * (0.25 if a.smoke and scaled else 1)), loop.quit)
         loop.exec()
 
     settle(500)
@@ -146,7 +146,7 @@ def main():
     del samples[:]
     QTest.keyClick(win._viewer, Qt.Key_F)
     for _ in range(100):  # until the whole photo is drawn
-        settle(100)
+        settle(100, scaled=False)
         if win._viewer.picture.base is not None and win._viewer.picture.base.width() == 6000:
             break
     settle(500)

@@ -46,6 +46,7 @@ fitted (round 2) without the UKBench boxes; with them the objective is not quite
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -121,8 +122,10 @@ def sample_library(home: Path, n: int, seed: int = 0) -> None:
                 (links / folder / p.name).symlink_to(Path(p).resolve())
 
 
+@functools.lru_cache(maxsize=None)
 def held(home: Path) -> set[str]:
-    """The photos (resolved paths) in the folders of the library in `home`."""
+    """The photos (resolved paths) in the folders of the library in `home` (asked once: a run
+    indexes before it asks)."""
     status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--json", "--home", str(home)],
                                        check=True, capture_output=True, text=True).stdout)
     return {str(p.resolve()) for f in status["folders"] for p in Path(f).rglob("*.jpg")}
