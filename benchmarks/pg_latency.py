@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -242,6 +243,7 @@ def main():
         run(n, a.d, url, a)
     if server is not None:
         server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ def main():
         ms.append(res["timings_ms"]["total_ms"])
     if a.limit:
         shutil.rmtree(root)
+    if not a.home:  # a library of its own: nobody will search it again
+        shutil.rmtree(home, ignore_errors=True)
     print(f"UKBench via `heatsearch search` ({len(images)} queries, flags {a.extra or 'defaults'}): "
           f"N-S = {np.mean(ns):.3f} / 4, mAP = {100 * np.mean(aps):.2f}%, "
           f"all 3 mates in top 4: {np.mean([n == 4 for n in ns]) * 100:.1f}% of queries, "
