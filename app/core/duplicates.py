@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
+import hnswlib
 import numpy as np
 
 from . import paths
@@ -281,8 +282,6 @@ def knn_pairs(vectors: np.ndarray, k: int = K, min_sim: float = 0.5, block: int 
         red = x
     kk = min(k + 1, n)
     if n > EXACT_MAX:  # an HNSW graph over the projection: all-rows exact search grows as n^2
-        import hnswlib
-
         g = hnswlib.Index(space="ip", dim=red.shape[1])
         g.init_index(max_elements=n, ef_construction=80, M=12)
         g.set_num_threads(os.cpu_count() or 1)

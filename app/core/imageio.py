@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFile, ImageOps
 
-from .errors import ImageError
+from .errors import ImageError, InputError
 
 # Pillow warns about damaged metadata (corrupt EXIF, a tag larger than the file, a malformed MPO or
 # APNG) on photos it still reads: never worth a line. One process-wide filter does it, and this module
@@ -60,7 +60,7 @@ try:  # well-kept plugin, a regular dependency; guarded so a broken install only
 except Exception as _e:  # noqa: BLE001 - depends on the machine
     UNAVAILABLE.update(dict.fromkeys(HEIF_EXTENSIONS, f"HEIC photos need pi-heif, which cannot load here ({type(_e).__name__})"))
 try:
-    import rawpy  # type: ignore  # noqa: F401
+    import rawpy  # type: ignore
 except Exception as _e:  # noqa: BLE001
     UNAVAILABLE.update(dict.fromkeys(RAW_EXTENSIONS, f"camera RAW files need rawpy, which cannot load here ({type(_e).__name__})"))
 
@@ -164,8 +164,6 @@ class Photo:
 def _open_raw(path, draft_side: int | None) -> Photo:
     """A camera RAW file: its embedded JPEG preview when that is at least the model's input size
     (`draft_side`, the longer side), else a half-size decode of the sensor data (LibRaw)."""
-    import rawpy  # type: ignore
-
     with rawpy.imread(os.fspath(path)) as raw:
         sizes = raw.sizes
         flip = sizes.flip  # LibRaw: 3 = 180, 5 = 90 counter-clockwise, 6 = 90 clockwise
@@ -307,8 +305,6 @@ def check_box(box, size) -> tuple[float, float, float, float]:
     """A user's box checked against an image of `size` (w, h): four finite numbers with x1 < x2,
     y1 < y2 that overlap the image. InputError (one line) otherwise; never silently clamped to
     a corner."""
-    from .errors import InputError
-
     try:
         vals = [float(v) for v in box]
     except (TypeError, ValueError) as e:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 # Whitening: none below MIN_WHITEN photos; from there D grows with the library (n / PHOTOS_PER_DIM,
 # rounded down to a power of two, MIN_DIM to MAX_DIM), with eigenvalue shrinkage SHRINKAGE.
 # Measured (benchmarks/policies.py; README, "Quality"): up to 850 photos of the shared sets whitening
@@ -166,8 +168,6 @@ def reciprocal(u, neighbour_u, gap: float = HEAT_GAP):
     """(n,) float64 in (0, 1): a logistic of u - neighbour_u, 0.5 at `gap`; u (n,): each result's
     similarity to the query, neighbour_u (n,): to its own nearest other photo, both on the
     nearest-neighbour scale; 1 where neighbour_u is nan (none)."""
-    import numpy as np
-
     d = np.asarray(u, np.float64) - np.asarray(neighbour_u, np.float64) - gap
     return np.where(np.isnan(d), 1.0, 1.0 / (1.0 + np.exp(-np.clip(RECIPROCAL_STEEPNESS * np.nan_to_num(d), -50, 50))))
 
@@ -179,8 +179,6 @@ def match(best_u: float | None, best_cosine: float | None, neighbour_u: float | 
     the searched space (MATCH_COSINE), whichever is closer, times, given `best_raw`, a logistic of
     it (MATCH_RAW_BOX); 1 when there is none (None); times, given the u of the best match's own
     nearest other photo (`neighbour_u`), the reciprocal factor (RECIPROCAL_GAP)."""
-    import numpy as np
-
     def logistic(t):
         return 1.0 / (1.0 + np.exp(-np.clip(t, -50, 50)))
 
@@ -201,8 +199,6 @@ def relevance(u, r, her: bool, matched: float = 1.0):
     """(n,) float64 in (0, 1) from similarities on the nearest-neighbour scale `u` (n,) and the
     ranking's scores `r` (n,): HeR's heat spread when `her`, else cosines on the u scale; times
     `matched` (`match` of the search's best match)."""
-    import numpy as np
-
     a, b, c, d, e = RELEVANCE_WEIGHTS
     t = a * np.asarray(u, np.float64) + (b if her else c) * np.asarray(r, np.float64) + d + (e if her else 0.0)
     return matched / (1.0 + np.exp(-np.clip(t, -50, 50)))
@@ -223,8 +219,6 @@ def close_neighbours(sims, query_in_library: bool, top_rank: int = 0) -> int:
     midpoint between the best match (`top_rank` 1: the second best) and the median of the first
     NEIGHBOURHOOD. sims: descending similarities of the shortlist (the query itself first when
     it is in the library)."""
-    import numpy as np
-
     s = np.asarray(sims, dtype=np.float64)
     if query_in_library and len(s):
         s = s[1:]

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 from PIL import Image
-from scipy.fft import dctn
+from scipy.fft import dctn, irfft2, rfft2
 
 THUMB = 64
 BORDER_TOL = 10  # grey levels: a border line's pixels are within this of the border's colour
@@ -169,8 +169,6 @@ class _Windows:
     def __init__(self, bigs: list[np.ndarray], which: np.ndarray, smalls: list[np.ndarray], sizes: list[tuple[int, int]]):
         """bigs: (H, W) float32 arrays, each once; which: (P,) each pair's index into them;
         smalls: (h, w) float32 arrays, one per pair; sizes: window (height, width) in pixels."""
-        from scipy.fft import rfft2
-
         A = np.stack(bigs)  # (U, H, W)
         self.H, self.W = A.shape[1:]
         self.which = which
@@ -198,8 +196,6 @@ class _Windows:
 
     def score(self, sel: np.ndarray, k: int) -> np.ndarray:
         """(len(sel),) best correlation of pairs `sel` at window size k, over the window's positions."""
-        from scipy.fft import irfft2, rfft2
-
         H, W, (wh, ww) = self.H, self.W, self.sizes[k]
         h, w = self.B.shape[1:]
         T = _resize_matrix(h, wh).astype(np.float32) @ self.B[sel] @ _resize_matrix(w, ww).T.astype(np.float32)

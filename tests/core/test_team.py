@@ -513,7 +513,7 @@ def test_an_8bit_model_changed_under_the_same_space_is_refused(tmp_path, pg_url)
     from sqlalchemy import select, update
 
     from app.core.catalog.models import Space
-    from app.core.features.quantise import pack, unpack
+    from app.core.features.engine import pack, unpack
 
     photos = tmp_path / "photos"
     for i in range(12):

@@ -51,6 +51,12 @@ class Whitening:
     def identity(cls, channels: int) -> "Whitening":
         return cls(np.zeros(channels), np.eye(channels), True)
 
+    @classmethod
+    def stored(cls, mean: np.ndarray | None, proj: np.ndarray | None, channels: int) -> "Whitening":
+        """The whitening a library stores for a space: mean (C,) and proj (D, C), or None and None
+        for none yet (the identity)."""
+        return cls.identity(channels) if proj is None else cls(mean, proj)
+
 
 MIN_TRAIN = 8  # fewer descriptors than this: no whitening (identity)
 

@@ -30,9 +30,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from .. import paths
 from ..errors import Cancelled, CatalogError, InputError
+from .migrations import migrate
 from .models import SCHEMA_VERSION, Base, Descriptor, Folder, Image, Meta, Space, State
 from .queries import chunks, under
 from .records import BatchOutcome, FolderInfo, ImageRow, Known, Record, SpaceInfo, SpaceRow
+from .sqlite import SqliteDialect
 
 CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
 
@@ -47,20 +49,16 @@ def dialect_for(location, passfile=None):
     if is_url(location):
         scheme = location.split("://", 1)[0].lower()
         if scheme.startswith("postgres"):
-            try:
+            try:  # psycopg and pgvector: optional (heatsearch[scale]), 0.4 s; a SQLite library never loads them
                 from .postgres import PostgresDialect
             except ImportError as e:
                 raise InputError(f"a PostgreSQL library needs the scale packages ({e.name} is missing): "
                                  "pip install 'heatsearch[scale]'") from e
             return PostgresDialect(location, passfile=passfile)
         if scheme == "sqlite":
-            from .sqlite import SqliteDialect
-
             return SqliteDialect(Path(location.split("://", 1)[1].lstrip("/")).absolute()
                                  if not location.startswith("sqlite:////") else Path(location[len("sqlite:///"):]))
         raise InputError(f"a library is a data folder or a postgresql:// URL, not '{location.split('://', 1)[0]}://...'")
-    from .sqlite import SqliteDialect
-
     return SqliteDialect(Path(location))
 
 
@@ -74,6 +72,11 @@ class Catalog:
         # lock (a lock that dropped, or a write outside a write command, raises before anything)
         self.before_write: Callable[[], None] = lambda: None
         self.on_wait: Callable[[str], None] = lambda msg: None  # told once when another program holds the lock
+        # how a space's stored whitening is applied: whitening(mean (C,) | None, proj (D, C) | None,
+        # channels) -> an object whose `apply` maps (n, C) raw descriptors to (n, D) unit vectors
+        # (aggregate.descriptor.Whitening.stored). A shared library's writes keep its search tables
+        # in step inside their transactions, with it; the library's writer sets it.
+        self.whitening: Callable | None = None
 
     # ---- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -126,8 +129,6 @@ class Catalog:
             if self.read_only:
                 raise CatalogError(f"the catalog {self.where} needs an upgrade that only a writing HeatSearch can make; "
                                    "close the other HeatSearch and try again")
-            from .migrations import migrate
-
             migrate(self.engine, version)
 
     def _create(self) -> None:
@@ -546,7 +547,7 @@ class Catalog:
                         if dsc is not None:
                             dsc.gen = gen
                             out.added.append((row.id, dsc.raw))
-                        self.dialect.vectors_restored(s, [row.id])
+                        self.dialect.vectors_restored(s, [row.id], self.whitening)
                     continue
                 row = s.get(Image, row_id) if row_id is not None else None
                 if row is None:
@@ -591,7 +592,8 @@ class Catalog:
                 out.added.append((row.id, raw))
             s.flush()
             if out.added:
-                self.dialect.vectors_added(s, space_id, [i for i, _ in out.added], [r for _, r in out.added])
+                self.dialect.vectors_added(s, space_id, [i for i, _ in out.added], [r for _, r in out.added],
+                                           self.whitening)
             return out
 
         return self._write(write, cancelled, waiting)
@@ -623,7 +625,7 @@ class Catalog:
                 if status == "indexed":  # back in the results: every space's vector caches take them again
                     s.execute(update(Descriptor).where(Descriptor.image_id.in_(chunk)).values(gen=gen))
             if status == "indexed":
-                self.dialect.vectors_restored(s, ids)
+                self.dialect.vectors_restored(s, ids, self.whitening)
             else:
                 self.dialect.vectors_hidden(s, ids)
             return gen
@@ -816,9 +818,7 @@ class Catalog:
         return self.dialect
 
     def vector_table(self, space_id: int, white_version: int) -> str:
-        from .postgres import vec_table
-
-        return vec_table(space_id, white_version)
+        return self._server().vec_table(space_id, white_version)
 
     def vector_table_exists(self, table: str) -> bool:
         return self._server().table_exists(self.engine, table)
@@ -842,11 +842,13 @@ class Catalog:
     def drop_old_vector_tables(self, space_id: int, keep_from: int) -> None:
         self._server().drop_old_tables(self.engine, space_id, keep_from)
 
-    def search_vectors(self, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters=None, n_alive: int = 0
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def search_vectors(self, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters=None, n_alive: int = 0,
+                       exact_below: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top k of a vector table for the unit query q (D,): (ids, sims, vectors), best first;
-        `filters` (records.Filters) restrict it in SQL."""
-        return self.guard(self._server().search_filtered, self.engine, table, q, k, exact, ef, filters, n_alive)
+        `filters` (records.Filters) restrict it in SQL, exactly when they leave at most
+        `exact_below` multiply-adds (photos x D)."""
+        return self.guard(self._server().search_filtered, self.engine, table, q, k, exact, ef, filters, n_alive,
+                          exact_below)
 
     def vectors_of(self, table: str, ids, dim: int) -> tuple[np.ndarray, np.ndarray]:
         return self.guard(self._server().vectors_of, self.engine, table, [int(i) for i in ids], dim)

@@ -6,6 +6,7 @@ is never a stale lock to clean up. The file is never deleted (deleting would rac
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import socket
@@ -116,8 +117,6 @@ def describe(h: dict) -> str:
 
 def _user() -> str:
     try:
-        import getpass
-
         return getpass.getuser()
     except Exception:  # noqa: BLE001 - no name for this uid (a container): the uid
         return str(os.getuid()) if hasattr(os, "getuid") else "someone"

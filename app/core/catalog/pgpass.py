@@ -12,8 +12,10 @@ from __future__ import annotations
 import configparser
 import getpass
 import os
+import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import unquote
 
 NAME = "pgpass"
 DEFAULT_PORT = "5432"
@@ -34,8 +36,6 @@ def has_password(url: str) -> bool:
 def split_password(url: str) -> tuple[str, str]:
     """(the URL without the password in its user part, that password, percent-decoded; "" when
     none): for a person who typed the password into an address that is then remembered."""
-    from urllib.parse import unquote
-
     scheme, rest = url.split("://", 1)
     netloc, sep, tail = rest.partition("/")
     if "@" not in netloc or ":" not in netloc.rsplit("@", 1)[0]:
@@ -55,7 +55,7 @@ def targets(url: str) -> list[tuple[str, str, str, str]]:
     """The (host, port, database, user) libpq looks up in a password file for `url`: the URL's
     own parameters, then its service's (pg_service.conf), then PG* variables, then libpq's defaults
     (no host: "localhost", as libpq matches the default socket). One per host of a multi-host URL."""
-    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.conninfo import conninfo_to_dict  # psycopg: optional (heatsearch[scale]), needed for PostgreSQL only
 
     given = {k: str(v) for k, v in conninfo_to_dict(plain(url)).items() if v not in (None, "")}
     service = given.get("service") or os.environ.get("PGSERVICE")
@@ -109,8 +109,6 @@ def save(passfile: Path, target: tuple[str, str, str, str], password: str) -> No
 
 def ask(prompt: str) -> str:
     """A password from the terminal (not echoed), or one line of stdin when it is not a terminal."""
-    import sys
-
     if sys.stdin is not None and sys.stdin.isatty():
         return getpass.getpass(prompt)
     line = sys.stdin.readline() if sys.stdin is not None else ""

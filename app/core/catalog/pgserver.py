@@ -220,7 +220,7 @@ def _admin(admin_url: str, database: str | None, password: str | None, passfile:
             raise NeedPassword(f"the PostgreSQL server of {_mask(admin_url)} refused the administrator's password"
                                if password or "failed" in low else
                                f"the PostgreSQL server of {_mask(admin_url)} asks for the administrator's password") from e
-        from .postgres import PostgresDialect
+        from .postgres import PostgresDialect  # (psycopg and pgvector: optional, 0.4 s; `server start` needs neither)
 
         raise PostgresDialect(admin_url).explain(e) from e
 
@@ -265,7 +265,7 @@ def _check_roles(con, names: dict[str, str], where: str) -> None:
 
 
 def _mask(url: str) -> str:
-    from .postgres import mask
+    from .postgres import mask  # (as above)
 
     return mask(url) if "://" in url else "the given server"
 

@@ -6,10 +6,14 @@ Vectors: one table per space and whitening version, `vec_s<space>_w<version>` (i
 emb vector(D)), holding the whitened unit vector of every searchable photo with a descriptor in
 that space. Its rows are written inside the same transactions as the catalog rows they follow
 (`vectors_added`, `vectors_hidden`, `vectors_restored`; deletions cascade from `descriptors`), so
-a reader never sees a half batch and a table that exists is always exact. A refit builds the next
-version's table beside the old one; the space row switches to it in one commit.
+a reader never sees a half batch and a table that exists is always exact. Those writes whiten the
+raw descriptors with the space's stored whitening, read in the same transaction; the caller hands
+in how a stored whitening is applied (the catalog knows no whitening: `Catalog.whitening`). A
+refit builds the next version's table beside the old one; the space row switches to it in one
+commit.
 Search: exact (a sequential scan) while the library is small, pgvector's HNSW index above the
-same size the file backend switches at; filters in SQL with iterative index scans.
+size the caller names (the file backend's, index.vectors.EXACT_MAX_WORK); filters in SQL with
+iterative index scans.
 """
 from __future__ import annotations
 
@@ -22,8 +26,11 @@ from typing import Callable
 
 import numpy as np
 import psycopg
+from pgvector import HalfVector
+from pgvector.psycopg import register_vector
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.pool import NullPool
 
 from ..errors import CatalogError, LibraryBusyError, LockLostError, ServerUnreachable, StaleSnapshotError
 from . import pgpass
@@ -65,6 +72,7 @@ def vec_table(space_id: int, white_version: int) -> str:
 class PostgresDialect:
     name = "postgresql"
     stores_vectors = True
+    vec_table = staticmethod(vec_table)
 
     def __init__(self, url: str, passfile=None):
         """passfile: a libpq password file (the data folder's) for a URL without a password; used
@@ -114,14 +122,12 @@ class PostgresDialect:
 
     # ---- connecting --------------------------------------------------------------------------------
     def engine(self, read_only: bool) -> Engine:
-        from pgvector.psycopg import register_vector
-
         self._read_only = read_only
         args = self._connect_args()
         if read_only:
             args["options"] = "-c default_transaction_read_only=on"
         if not read_only:  # the extension must exist before its types can be registered
-            boot = create_engine(self.url, connect_args=args, poolclass=_null_pool())
+            boot = create_engine(self.url, connect_args=args, poolclass=NullPool)
             with boot.begin() as c:
                 # looked up first: CREATE EXTENSION is refused in a read-only session (a searcher)
                 # even when the extension is there
@@ -225,10 +231,13 @@ class PostgresDialect:
         conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_images_taken ON images (taken)")
 
     # ---- vectors inside the catalog's transactions --------------------------------------------------
-    def _whitening(self, conn, space_id: int):
-        """(table, Whitening) of a space's current version, or None when its table does not exist."""
-        from ..aggregate.descriptor import Whitening
-
+    def _whitening(self, conn, space_id: int, whitening):
+        """(table, whitening) of a space's current version, or None when its table does not exist.
+        whitening(mean (C,) | None, proj (D, C) | None, channels): what applies a stored whitening
+        (None, None: none stored), an object whose `apply` maps (n, C) raw descriptors to the
+        table's (n, D) unit vectors."""
+        if whitening is None:
+            raise CatalogError("this catalog was opened without a whitening: it cannot write a shared library's vectors")
         row = conn.exec_driver_sql("SELECT white_version, white_dim, channels, white_mean, white_proj FROM spaces "
                                    "WHERE id = %(id)s", {"id": int(space_id)}).first()
         if row is None:
@@ -239,13 +248,14 @@ class PostgresDialect:
             return None
         key = (int(space_id), int(version))
         if key not in self._whitenings:
-            self._whitenings[key] = (Whitening(np.frombuffer(mean, np.float64), np.frombuffer(proj, np.float64)
-                                               .reshape(dim, channels)) if dim else Whitening.identity(channels))
+            self._whitenings[key] = whitening(np.frombuffer(mean, np.float64) if dim else None,
+                                              np.frombuffer(proj, np.float64).reshape(dim, channels) if dim else None,
+                                              channels)
         return table, self._whitenings[key]
 
-    def vectors_added(self, s, space_id: int, ids: list[int], raws: list[bytes]) -> None:
+    def vectors_added(self, s, space_id: int, ids: list[int], raws: list[bytes], whitening) -> None:
         conn = s.connection()
-        found = self._whitening(conn, space_id)
+        found = self._whitening(conn, space_id, whitening)
         if found is None or not ids:
             return
         table, w = found
@@ -258,10 +268,10 @@ class PostgresDialect:
             for chunk in chunks(ids, 5000):
                 conn.exec_driver_sql(f"DELETE FROM {table} WHERE image_id = ANY(%(ids)s)", {"ids": [int(i) for i in chunk]})
 
-    def vectors_restored(self, s, ids: list[int]) -> None:
+    def vectors_restored(self, s, ids: list[int], whitening) -> None:
         conn = s.connection()
         for sid in [r[0] for r in conn.exec_driver_sql("SELECT id FROM spaces")]:
-            found = self._whitening(conn, sid)
+            found = self._whitening(conn, sid, whitening)
             if found is None:
                 continue
             table, w = found
@@ -388,13 +398,12 @@ class PostgresDialect:
         return ids[order], sims[order], vecs[order]
 
     def search_filtered(self, engine: Engine, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters,
-                        n_alive: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`search` restricted by folder and date filters: a filter that leaves few photos is
-        searched exactly; otherwise the HNSW scan goes on (iteratively) until k rows pass."""
+                        n_alive: int, exact_below: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`search` restricted by folder and date filters: a filter that leaves few photos (at most
+        `exact_below` multiply-adds: photos x D) is searched exactly; otherwise the HNSW scan goes on
+        (iteratively) until k rows pass."""
         if filters is None or not filters.active:
             return self.search(engine, table, q, k, exact, ef)
-        from ..index.vectors import EXACT_MAX_WORK
-
         conds, params = ["i.status = 'indexed'"], {}
         if filters.after is not None:
             conds.append("i.taken >= %(after)s")
@@ -416,7 +425,7 @@ class PostgresDialect:
             c.rollback()
         if allowed == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, len(q)), np.float32)
-        exact = exact or allowed * len(q) <= EXACT_MAX_WORK
+        exact = exact or allowed * len(q) <= exact_below
         scan = int(min(2_000_000, max(20_000, 3 * k * max(n_alive, allowed) / allowed)))
         return self.search(engine, table, q, k, exact, ef, where, params, scan)
 
@@ -576,12 +585,6 @@ def _parse_holder(name: str) -> dict:
 
 # ---- helpers ------------------------------------------------------------------------------------
 
-def _null_pool():
-    from sqlalchemy.pool import NullPool
-
-    return NullPool
-
-
 def _exists(conn, table: str) -> bool:
     return bool(conn.exec_driver_sql("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": table}).scalar())
 
@@ -601,8 +604,6 @@ def _upsert(conn, table: str, space_id: int, ids, vecs: np.ndarray) -> None:
 
 
 def _half(v: np.ndarray):
-    from pgvector import HalfVector
-
     return HalfVector(np.asarray(v, np.float16))
 
 

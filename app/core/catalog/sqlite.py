@@ -125,13 +125,13 @@ class SqliteDialect:
         return LibraryLock(self.path.parent)
 
     # Vectors are kept in files by the writer after each commit: nothing happens in the transaction.
-    def vectors_added(self, s, space_id: int, ids: list[int], raws: list[bytes]) -> None:
+    def vectors_added(self, s, space_id: int, ids: list[int], raws: list[bytes], whitening) -> None:
         pass
 
     def vectors_hidden(self, s, ids: list[int]) -> None:
         pass
 
-    def vectors_restored(self, s, ids: list[int]) -> None:
+    def vectors_restored(self, s, ids: list[int], whitening) -> None:
         pass
 
     def drop_vectors(self, engine: Engine, space_ids: list[int]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from .metrics import Gnd
 
 
@@ -138,8 +139,6 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def load_plain_pickle(path: str | Path):
-    from ..errors import InputError
-
     try:
         with open(path, "rb") as fh:
             return _PlainUnpickler(fh).load()
@@ -152,8 +151,6 @@ def load_plain_pickle(path: str | Path):
 def revisited_gnd(gnd_path: str | Path) -> tuple[list[str], list[str], list[dict[str, Gnd]], list]:
     """ROxford/RParis (gnd_*.pkl, read without running code, or the same content as gnd_*.json):
     (imlist, qimlist, per query {Easy, Medium, Hard: Gnd}, per query bbx)."""
-    from ..errors import InputError
-
     gnd_path = Path(gnd_path)
     cfg = json.loads(gnd_path.read_text()) if gnd_path.suffix == ".json" else load_plain_pickle(gnd_path)
     if not isinstance(cfg, dict) or not {"gnd", "imlist", "qimlist"} <= set(cfg):

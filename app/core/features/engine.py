@@ -21,8 +21,10 @@ import importlib.util
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -30,12 +32,13 @@ from typing import Callable
 import numpy as np
 
 from ..errors import EngineError, WeightsLoadError
+from . import modelcache
+from .export import WEIGHTS_UNUSABLE
 from .registry import Backbone, child_python
 
 ENGINES = ("torch", "onnxruntime", "openvino")
 # Bumped whenever the exported graph changes (padding, opset, output); part of the cache key.
 EXPORT_FORMAT = 2
-OPSET = 17
 # "auto" on the CPU takes the first exact runtime installed, in this order. Measured on the
 # development machine (2 cores, AVX2, Lite2 at 1024x768): OpenVINO 340 ms, ONNX Runtime 403 ms,
 # PyTorch 879 ms per photo (benchmarks/index_throughput.py prints the current figures).
@@ -75,7 +78,7 @@ def accelerator() -> str | None:
     where an accelerator may exist, so a CPU-only machine never loads it for this question."""
     if not installed("torch") or not _may_have_accelerator():
         return None
-    import torch
+    import torch  # (the runtimes below are imported where an engine is built: each is optional, PyTorch 460 MB)
 
     if torch.cuda.is_available():
         return "cuda"
@@ -183,8 +186,6 @@ class OpenVinoEngine(Engine):
                "PERFORMANCE_HINT": "LATENCY"}
         self.compiled = core.compile_model(core.read_model(str(onnx_path)), "CPU", cfg)
         self.request = self.compiled.create_infer_request()
-        import threading
-
         self._lock = threading.Lock()  # one infer request: the indexer and a search take turns
 
     def run(self, x: np.ndarray) -> np.ndarray:
@@ -194,6 +195,21 @@ class OpenVinoEngine(Engine):
         return np.maximum(y, 0, out=y)
 
 
+def pack(xml: bytes, weights: bytes) -> bytes:
+    """An int8 model as a library stores it (quantise.py): 8-byte xml length, xml, weights."""
+    return struct.pack("<Q", len(xml)) + xml + weights
+
+
+def unpack(blob: bytes) -> tuple[bytes, bytes]:
+    """(xml, weights) of a packed model; EngineError when it is not one."""
+    if len(blob) < 8:
+        raise EngineError("the library's 8-bit model is empty")
+    n = struct.unpack("<Q", blob[:8])[0]
+    if n > len(blob) - 8:
+        raise EngineError("the library's 8-bit model is cut short")
+    return blob[8: 8 + n], blob[8 + n:]
+
+
 class QuantisedEngine(OpenVinoEngine):
     """A library's int8 model (quantise.py; `blob` checked against its digest by the catalog),
     read from memory and compiled without the compiled-model cache: nothing on disk to trust."""
@@ -201,11 +217,7 @@ class QuantisedEngine(OpenVinoEngine):
     precision = "int8"
 
     def __init__(self, blob: bytes):
-        import threading
-
         import openvino as ov
-
-        from .quantise import unpack
 
         self.blob = blob  # handed on to Ray workers (pipeline/distributed.py)
         xml, weights = unpack(blob)
@@ -223,17 +235,13 @@ class QuantisedEngine(OpenVinoEngine):
 
 def onnx_name(bb: Backbone) -> str:
     """The export's file name: backbone, weights digest, export format and the code that builds it."""
-    from .modelcache import code_version
-
-    return f"{bb.name}-{bb.weights_digest}-f{EXPORT_FORMAT}-{code_version()}.onnx"
+    return f"{bb.name}-{bb.weights_digest}-f{EXPORT_FORMAT}-{modelcache.code_version()}.onnx"
 
 
 def openvino_model(bb: Backbone, models_dir: Path, log: Callable[[str], None] = print) -> Path:
     """The model file OpenVINO reads for `bb`: a bundled OpenVINO IR (.xml, converted at build
     time: the CPU edition ships no PyTorch and no ONNX frontend) whose record holds, else the ONNX
     export."""
-    from . import modelcache
-
     ir = bundled_models_dir() / onnx_name(bb).replace(".onnx", ".xml")
     if ir.is_file() and modelcache.files_ok(ir):
         return ir
@@ -270,8 +278,6 @@ def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = pri
     out of this process, a crash or hang of the exporter cannot take the app with it, and neither
     the current folder nor PYTHONPATH can put other code in its way. Raises EngineError when it
     cannot be made."""
-    from . import modelcache
-
     name = onnx_name(bb)
     bundled = bundled_models_dir() / name
     if bundled.is_file() and modelcache.files_ok(bundled) and not fresh:
@@ -294,8 +300,6 @@ def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = pri
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=models_dir)
     except subprocess.TimeoutExpired as e:
         raise EngineError(f"the model export took longer than {timeout:.0f} s") from e
-    from .export import WEIGHTS_UNUSABLE
-
     if r.returncode == WEIGHTS_UNUSABLE:  # no engine can run this file: said once, in the loader's words
         raise WeightsLoadError((r.stderr.strip().splitlines() or ["the weights file cannot be used"])[-1][:400])
     if r.returncode != 0 or not out.is_file() or not modelcache.files_ok(out):
@@ -307,8 +311,6 @@ def ensure_onnx(bb: Backbone, models_dir: Path, log: Callable[[str], None] = pri
 def _checked(name: str, bb: Backbone, models_dir: Path, choice: "EngineChoice", log) -> Engine:
     """A CPU runtime's engine whose output on the probe is the reference recorded at export: else
     the runtime's compiled cache is dropped, then the model exported again (each said once)."""
-    from . import modelcache
-
     cache = models_dir / "openvino-cache"
 
     def build(fresh: bool = False) -> tuple[Engine, Path]:

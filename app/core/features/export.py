@@ -12,15 +12,20 @@ PyTorch's output for the probe input (modelcache.py), which every later load is 
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import WeightsLoadError
+from . import modelcache
+from .registry import load_backbone
 
+OPSET = 17
 TOLERANCE = 1e-4
 WEIGHTS_UNUSABLE = 3  # the exit status when the weights file itself cannot be used (untrained, another network)
 CHECK_SIZES = ((1, 3, 96, 128), (1, 3, 131, 77))
@@ -28,11 +33,6 @@ CHECK_SIZES = ((1, 3, 96, 128), (1, 3, 131, 77))
 
 def _module(name: str, weights: str | None, digest: str):
     """The network built from the weights bytes whose digest is `digest`."""
-    import hashlib
-    import tempfile
-
-    from .registry import load_backbone
-
     if not weights:
         return load_backbone(name).module.eval()
     data = Path(weights).read_bytes()
@@ -49,10 +49,7 @@ def _module(name: str, weights: str | None, digest: str):
 
 def export(name: str, weights: str | None, out: Path, digest: str = "") -> float:
     """Export and verify; returns the largest relative difference seen. Raises RuntimeError."""
-    import torch
-
-    from . import modelcache
-    from .engine import OPSET
+    import torch  # this module runs in the export's own process (engine.ensure_onnx): the app never loads PyTorch
 
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     module = _module(name, weights, digest)
@@ -93,7 +90,7 @@ def export(name: str, weights: str | None, out: Path, digest: str = "") -> float
 
 
 def _runner(path: Path):
-    """A function running the ONNX file with whichever runtime is installed."""
+    """A function running the ONNX file with whichever runtime is installed (each is optional)."""
     try:
         import onnxruntime as ort
 

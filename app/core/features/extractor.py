@@ -27,13 +27,11 @@ class Extractor:
         self.max_side = int(max_side)
 
     @classmethod
-    def create(cls, backbone: Backbone, choice: EngineChoice = EngineChoice(), max_side: int = DEFAULT_MAX_SIDE,
-               models_dir: Path | None = None, log: Callable[[str], None] = print,
-               quantised: bytes | None = None) -> "Extractor":
-        """quantised: a library's int8 model (features/quantise.py), which then runs the backbone."""
-        from ..config import models_dir as default_models_dir
-
-        return cls(backbone, create_engine(backbone, choice, models_dir or default_models_dir(), log, quantised), max_side)
+    def create(cls, backbone: Backbone, choice: EngineChoice, max_side: int, models_dir: Path,
+               log: Callable[[str], None] = print, quantised: bytes | None = None) -> "Extractor":
+        """models_dir: exported models and engine caches (config.models_dir); quantised: a
+        library's int8 model (features/quantise.py), which then runs the backbone."""
+        return cls(backbone, create_engine(backbone, choice, models_dir, log, quantised), max_side)
 
     @property
     def stride(self) -> int:

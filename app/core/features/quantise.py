@@ -16,44 +16,34 @@ library analyses them.
 """
 from __future__ import annotations
 
+import logging
 import os
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from ..errors import EngineError
+from ..imageio import image_size
+from .engine import int8_available, openvino_model, pack
+from .preprocess import load_prepared
 from .registry import Backbone
 
 CALIBRATION_PHOTOS = 300  # measured with 300 (README, "Precision")
 TIMEOUT_S = 1200
 
 
-def pack(xml: bytes, weights: bytes) -> bytes:
-    return struct.pack("<Q", len(xml)) + xml + weights
-
-
-def unpack(blob: bytes) -> tuple[bytes, bytes]:
-    """(xml, weights) of a packed model; EngineError when it is not one."""
-    if len(blob) < 8:
-        raise EngineError("the library's 8-bit model is empty")
-    n = struct.unpack("<Q", blob[:8])[0]
-    if n > len(blob) - 8:
-        raise EngineError("the library's 8-bit model is cut short")
-    return blob[8: 8 + n], blob[8 + n:]
-
-
 def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, log: Callable[[str], None] = print,
              cancelled: Callable[[], bool] = lambda: False) -> bytes | None:
     """The packed int8 model of `bb`, calibrated on (at most CALIBRATION_PHOTOS of) `photos` at
     `max_side`; None when cancelled. Raises EngineError when it cannot be made."""
-    from .engine import int8_available, openvino_model
-
     if not int8_available():
         raise EngineError("an 8-bit model cannot be made here: it needs OpenVINO and NNCF (pip install nncf), "
                           "outside the app bundle")
@@ -104,12 +94,8 @@ def _make(base: str, max_side: int, mean: tuple, std: tuple, listing: Path, out:
     """In the child: quantise the OpenVINO model `base` on the listed photos, prepared with the
     model's `mean` and `std`; returns how many photos could be read (a photo that cannot is left
     out of the calibration)."""
-    import nncf
-    import numpy as np
+    import nncf  # in the child only: NNCF imports PyTorch when it is installed (+700 MB)
     import openvino as ov
-
-    from ..imageio import image_size
-    from .preprocess import load_prepared
 
     paths = [p.decode("utf-8", "surrogateescape") for p in listing.read_bytes().split(b"\0") if p]
     readable = []
@@ -141,8 +127,6 @@ def main(argv=None) -> int:
         return 2
     base, side, norm, listing, out = argv
     v = [float(x) for x in norm.split(",")]
-    import logging
-    import threading
 
     def orphaned():  # the app was killed (its end of stdin closed): stop too, nobody will read the model
         while os.read(0, 1 << 12):  # the raw descriptor: a buffered stdin's lock stops a clean exit

@@ -27,6 +27,7 @@ import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
+import hnswlib
 import numpy as np
 
 FORMAT = 2
@@ -103,8 +104,6 @@ class HnswGraph:
     """hnswlib inner-product graph over slots (labels = slot numbers)."""
 
     def __init__(self, dim: int, capacity: int = 1024, index=None):
-        import hnswlib
-
         self.dim = dim
         self.lock = RWLock()
         if index is None:
@@ -321,8 +320,6 @@ class VectorStore:
                 hp = _file(prefix, ".hnsw")
                 if _crc(hp) != crcs["hnsw"]:
                     return None
-                import hnswlib
-
                 index = hnswlib.Index(space="ip", dim=store.dim)
                 index.load_index(str(hp), max_elements=max(1024, int(n * 1.25)))
                 store.graph = HnswGraph(store.dim, index=index)

@@ -27,11 +27,13 @@ Threads (the rules the GUI and the CLI rely on):
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import itertools
 import json
 import os
 import queue
+import sys
 import threading
 import time
 import traceback
@@ -42,6 +44,8 @@ from typing import Any, Callable, Iterator
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from .. import paths
+from ..catalog import pgpass
 from ..catalog.catalog import Catalog
 from ..catalog.models import SCHEMA_VERSION
 from ..catalog.records import ImageRow
@@ -50,9 +54,13 @@ from ..errors import (Cancelled, CatalogError, HeatSearchError, InputError, Libr
                       ReadOnlyError, ServerUnreachable)
 from ..features.engine import EngineChoice
 from ..features.extractor import Extractor
-from .. import paths
+from ..features.quantise import quantise
+from ..features.registry import load_backbone
+from ..pipeline.distributed import RayProducer
+from ..pipeline.indexer import LocalProducer, index_library
+from ..pipeline.produce import ModelSpec
 from .snapshot import Snapshot, SpaceInfo
-from .writer import OPEN_WAIT_S, LibraryWriter
+from .writer import OPEN_WAIT_S, LibraryWriter, resolve_space
 
 TRUSTED_MODELS = "trusted-models.json"  # in the data folder: the model digest first run per library and space
 
@@ -80,9 +88,6 @@ def return_freed_memory() -> None:
     20 % slower."""
     global _malloc_trim
     if _malloc_trim is None:
-        import ctypes
-        import sys
-
         try:  # glibc's name, opened without a search (find_library runs ldconfig)
             _malloc_trim = sys.platform.startswith("linux") and ctypes.CDLL("libc.so.6").malloc_trim
         except (OSError, AttributeError):  # not glibc (musl)
@@ -328,8 +333,6 @@ class LibraryService:
     def photos_to_index(self, new: Settings) -> tuple[int, bool]:
         """(photos a switch to `new` settings describes, whether those settings were used before):
         the library's photos less those an earlier use of the same settings left described."""
-        from .writer import resolve_space
-
         key, _ = resolve_space(new)
         return self.catalog.guard(self.catalog.lacking, key), self.catalog.guard(self.catalog.space, key) is not None
 
@@ -386,8 +389,6 @@ class LibraryService:
             for k, ex in self._extractors:
                 if k == key:
                     return ex
-            from ..features.registry import load_backbone
-
             bb = load_backbone(space.backbone, weights or None)
             quantised = None
             if space.precision == "int8":  # the library's own model, checked against its digest
@@ -442,9 +443,6 @@ class LibraryService:
 
     def _make_model(self, photos: list[str], cancelled) -> bytes | None:
         """The target space's own int8 model, tuned on `photos` (features/quantise.py)."""
-        from ..features.quantise import quantise
-        from ..features.registry import load_backbone
-
         space = self.writer.target.row.info
         weights = self.settings.weights if space.backbone == self.settings.backbone else ""
         bb = load_backbone(space.backbone, weights or None)
@@ -517,8 +515,6 @@ class LibraryService:
     def _indexing(self, folders=(), verify: bool = False, ray: str | None = None, workers: int | None = None,
                   path_map=(), only=None, model: str = "library") -> Callable[[Command], Any]:
         """The function of an indexing command (`index` says what the arguments mean)."""
-        from ..pipeline.indexer import LocalProducer, index_library
-
         def run(cmd: Command):
             for f in folders:
                 self.writer.add_folder(f)
@@ -539,9 +535,6 @@ class LibraryService:
             # the target's row when the model is loaded: an int8 space's own model is made just before
             prod = LocalProducer(lambda: self.extractor(self.writer.target.row.info), self.interactive)
             if ray:
-                from ..pipeline.distributed import RayProducer
-                from ..pipeline.produce import ModelSpec
-
                 prod = RayProducer(ray, ModelSpec.of(space, self.settings), prod, workers, path_map, self._log)
             last = None
             try:
@@ -893,8 +886,6 @@ class _Counter:
 
 def url_has_password(url: str) -> bool:
     """Whether a library URL carries a password (which every user of the computer sees in `ps`)."""
-    from ..catalog import pgpass
-
     return pgpass.has_password(url)
 
 
@@ -902,8 +893,6 @@ def remember_password(home, url: str, password: str = "") -> str:
     """Keep a shared library's password in the data folder's password file (mode 0600; libpq's
     format), never in a URL that is remembered or shown: returns `url` without its password. A
     password typed into the URL is moved there too; "" and none keeps what was saved before."""
-    from ..catalog import pgpass
-
     address, typed = pgpass.split_password(url) if pgpass.has_password(url) else (url, "")
     password = password or typed
     if password:

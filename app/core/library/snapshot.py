@@ -237,7 +237,7 @@ class ServerSnapshot(_Common):
         # pgvector's graph (m = 16) needs a wider beam than hnswlib's (M = 32) for the same recall:
         # 1.5 x (benchmarks/pg_latency.py; its own limit is 1,000, iterative scans go on past it)
         ids, _, vecs = self.catalog.search_vectors(self.table, np.asarray(q, np.float32).ravel(), k, self._exact(),
-                                                   int(1.5 * beam(k, self.n_alive)), filters, self.n_alive)
+                                                   int(1.5 * beam(k, self.n_alive)), filters, self.n_alive, EXACT_MAX_WORK)
         order, sims = _by_similarity(ids, vecs, q)
         return Shortlist(ids[order], sims[order], vecs[order])
 

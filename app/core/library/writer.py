@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import policy
+from .. import paths, policy
 from ..aggregate.descriptor import Whitening, learn_whitening
 from ..aggregate.hew import THRESHOLD, Z_RATIO
 from ..catalog.catalog import Catalog
@@ -28,7 +28,9 @@ from ..config import Settings
 from ..errors import HeatSearchError, InputError
 from ..features.engine import EngineChoice, int8_available, precision_of
 from ..features.registry import REGISTRY, WeightsLoadError, WeightsMissingError, check_loads, load_backbone
-from .. import paths
+from ..index.local import LocalIndex
+from ..index.server import ServerIndex
+from ..index.vectors import remove_files
 from .snapshot import ServerSnapshot, Snapshot
 
 WHITEN_SAMPLE = 20_000  # descriptors used to fit the whitening (a random sample beyond that)
@@ -59,9 +61,7 @@ def resolve_space(st: Settings) -> tuple[str, object]:
 
 
 def whitening_of(row: SpaceRow) -> Whitening:
-    if row.white_proj is None:
-        return Whitening.identity(row.info.channels)
-    return Whitening(row.white_mean, row.white_proj)
+    return Whitening.stored(row.white_mean, row.white_proj, row.info.channels)
 
 
 @dataclass
@@ -87,6 +87,7 @@ class LibraryWriter:
         self.home = home
         self.catalog = catalog
         catalog.on_wait = log
+        catalog.whitening = Whitening.stored  # a shared library's search tables follow each write with it
         self.settings = settings
         self._publish = publish
         self.log = log
@@ -255,12 +256,8 @@ class LibraryWriter:
     def _load(self, row: SpaceRow, cancelled=None) -> SpaceState:
         w = whitening_of(row)
         if self.catalog.stores_vectors:
-            from ..index.server import ServerIndex
-
             index = ServerIndex(self.catalog, row, w, self.log, may_write=lambda: self.writing)
         else:
-            from ..index.local import LocalIndex
-
             index = LocalIndex(self.catalog, self.home, row, w, self.log)
         index.load(self.generation, cancelled)
         return SpaceState(row, w, index)
@@ -535,8 +532,6 @@ class LibraryWriter:
             return 0, note
         self.catalog.delete_spaces(old)
         if not self.catalog.stores_vectors:
-            from ..index.vectors import remove_files
-
             for sid in old:
                 remove_files(self.home / f"space-{sid}")
         self.catalog.compact()

@@ -19,16 +19,19 @@ writer commits them batch by batch with the same generation bookkeeping.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from ..catalog.records import Record
-from ..errors import HeatSearchError, InputError
 from .. import paths
+from ..catalog.records import Record
+from ..config import models_dir as default_models_dir
+from ..errors import HeatSearchError, InputError
 from .produce import ModelSpec, produce
 from .scan import FileInfo
 
@@ -62,11 +65,7 @@ class RecordMaker:
     batches of Record columns (paths travel as bytes, so any file name survives)."""
 
     def __init__(self, spec: ModelSpec, mu: np.ndarray, reuse: dict, path_map: list, models_dir: str | None):
-        from pathlib import Path
-
-        from ..config import models_dir as default_models_dir
-
-        import ray
+        import ray  # here and below: Ray is optional (heatsearch[scale]) and takes seconds to import
 
         self.spec, self.mu, self.path_map = spec, mu, path_map
         self.reuse = ray.get(reuse) if isinstance(reuse, ray.ObjectRef) else reuse  # shared through the object store
@@ -169,8 +168,6 @@ class RayProducer:
                  f"{f' and {self.gpus} GPUs' if self.gpus else ''} (connected in {self.startup_s:.1f} s)")
         self.local.prepare()
         if self.spec.precision == "int8":  # the workers run the library's own model, made just before
-            from dataclasses import replace
-
             self.spec = replace(self.spec, model=self.local.ex.engine.blob)
 
     def mean(self, tasks, want, reuse, cancelled):
@@ -178,8 +175,6 @@ class RayProducer:
 
     def run(self, tasks: list[FileInfo], reuse: dict, mu, params, batch: int, cancelled: Callable[[], bool]
             ) -> Iterator[list[Record]]:
-        import logging
-
         import pyarrow as pa
         import ray
 

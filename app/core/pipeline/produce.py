@@ -20,8 +20,11 @@ import numpy as np
 
 from ..catalog.records import Record
 from ..describe import HewParams, describe_features
-from ..errors import ImageError
+from ..errors import EngineError, ImageError, WeightsLoadError
+from ..features.engine import EngineChoice
+from ..features.extractor import Extractor
 from ..features.preprocess import Prepared, prepare
+from ..features.registry import load_backbone
 from ..imageio import MAX_PIXELS, check_content, decode, file_digest, image_size, sharpness
 from ..signature import content_of, phash, thumb
 from .scan import FileInfo
@@ -155,11 +158,6 @@ class ModelSpec:
     def extractor(self, models_dir, log=print):
         """Build the extractor here; EngineError/WeightsMissingError when this machine's weights are
         not the library's (a worker with other weights would write wrong descriptors)."""
-        from ..errors import EngineError, WeightsLoadError
-        from ..features.engine import EngineChoice
-        from ..features.extractor import Extractor
-        from ..features.registry import load_backbone
-
         bb = load_backbone(self.backbone, self.weights or None)
         if bb.weights_digest != self.weights_digest:
             raise WeightsLoadError(f"the weights of {self.backbone} here (digest {bb.weights_digest}) are not the "

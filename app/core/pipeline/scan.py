@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..catalog.records import Known
-from ..imageio import is_photo_path
 from .. import paths
+from ..catalog.records import Known
+from ..imageio import RAW_EXTENSIONS, is_photo_path
 
 
 @dataclass(frozen=True)
@@ -120,8 +120,6 @@ def _unfollowed(real: str, root_real: str) -> str:
 def raw_twins(names: list[str]) -> dict[str, str]:
     """RAW file name -> its JPEG twin (same name, JPEG extension, same folder). A camera that
     shoots RAW+JPEG writes both; the JPEG is indexed (the camera's own rendering, decoded fast)."""
-    from ..imageio import RAW_EXTENSIONS
-
     jpegs = {}
     for n in names:
         stem, ext = os.path.splitext(n)
