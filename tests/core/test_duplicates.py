@@ -601,3 +601,13 @@ def test_a_turned_copy_a_few_bytes_larger_is_not_kept_over_its_original(tmp_path
     keep, *others = groups[0].members
     assert "/life/" in keep.path, (keep.path, keep.why, [(o.path, o.reason) for o in others])
     assert "larger" not in keep.why, keep.why
+
+
+def test_components_are_the_groups_of_the_pairs_found_the_same():
+    """Photos joined by any chain of pairs are one group (scipy's connected components), each
+    listed in the order the pairs first name them; a pair of one photo with itself is alone."""
+    from app.core.duplicates import components
+
+    assert components([]) == []
+    assert components([(1, 2), (3, 4), (2, 5), (6, 6), (4, 1)]) == [[1, 2, 3, 4, 5], [6]]
+    assert components([(10, 20), (30, 40)]) == [[10, 20], [30, 40]]
