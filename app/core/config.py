@@ -8,6 +8,8 @@ import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+import platformdirs
+
 from . import policy
 from .errors import InputError
 from .features.registry import DEFAULT_BACKBONE
@@ -37,18 +39,20 @@ PRESETS = {
 
 
 def home_dir(override: str | os.PathLike | None = None) -> Path:
-    """The data folder: --home, else $HEATSEARCH_HOME, else the platform's convention
-    (~/.local/share/heatsearch, ~/Library/Application Support/HeatSearch, %APPDATA%/HeatSearch).
-    Never inside a photo folder (checked when the library opens and when a folder is added)."""
+    """The data folder: --home, else $HEATSEARCH_HOME, else the platform's user data folder
+    (platformdirs): $XDG_DATA_HOME/heatsearch (~/.local/share/heatsearch), ~/Library/Application
+    Support/HeatSearch, %APPDATA%\\HeatSearch (the roaming one). Never inside a photo folder
+    (checked when the library opens and when a folder is added)."""
     if override:
         return Path(override).expanduser().resolve()
     if os.environ.get("HEATSEARCH_HOME"):
         return Path(os.environ["HEATSEARCH_HOME"]).expanduser().resolve()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "HeatSearch"
-    if sys.platform.startswith("win"):
-        return Path(os.environ.get("APPDATA", Path.home())) / "HeatSearch"
-    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "heatsearch"
+    return Path(platformdirs.user_data_dir(app_folder_name(), appauthor=False, roaming=True))
+
+
+def app_folder_name(platform: str = sys.platform) -> str:
+    """The data folder's own name: each platform's custom (a lower-case dot-less name on Linux)."""
+    return "HeatSearch" if platform == "darwin" or platform.startswith("win") else "heatsearch"
 
 
 def check_home(home: Path, create: bool = True) -> Path:
