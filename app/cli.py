@@ -221,7 +221,7 @@ def cmd_index(a) -> int:
 
         held = [f["path"] for f in svc.stats()["folders"]]
         forgotten = svc.catalog.exclusions()  # added again, a forgotten subfolder is scanned again
-        for p in a.paths:  # trial 15: a subfolder of a library folder, added again, said nothing
+        for p in a.paths:  # a subfolder of a library folder, added again, is said (it said nothing)
             p = str(Path(p).expanduser().resolve())
             outer = next((f for f in held if paths.norm(p) != paths.norm(f) and paths.is_within(p, f)), None)
             if outer is not None and not any(paths.is_within(p, x) for x in forgotten):
@@ -311,7 +311,7 @@ def _read_queries(a):
                                      "JSON files are UTF-8 (a path that is not UTF-8 is written with \\u escapes)") from e
                 try:
                     q = json.loads(line)
-                except json.JSONDecodeError as e:  # trial 12: the parser's own "Expecting value: line 1 column 1"
+                except json.JSONDecodeError as e:  # not the parser's own "Expecting value: line 1 column 1"
                     raise InputError(f'not JSON at column {e.colno}; each line is a JSON object {{"path": ..., "box": ...}}') from e
                 if not isinstance(q, dict) or not isinstance(q.get("path"), str):
                     raise InputError('each line must be a JSON object {"path": ..., "box": [x1, y1, x2, y2] or null}')
@@ -337,7 +337,7 @@ def cmd_search(a) -> int:
     failures = bad
     try:
         roots = [f["path"] for f in svc.stats().get("folders", [])]
-        for f in a.folder or []:  # trial 13: a folder not in the library read "no results", exit 0
+        for f in a.folder or []:  # a folder not in the library is an error (not "no results", exit 0)
             # inside a library folder or holding some (as the filter takes it), as written or resolved
             ways = {os.path.abspath(os.path.expanduser(f)), str(Path(f).expanduser().resolve())}
             if not any(is_within(w, r) or is_within(r, w) for w in ways for r in roots):
@@ -648,11 +648,11 @@ def cmd_doctor(a) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="heatsearch", description="Find photos by example (HeW + heat re-ranking).",
-        # trial 14: the help listed only the commands, not how to open the window
+        # how to open the window too, not only the commands
         epilog="With no command, `heatsearch [--home DIR] [--query PHOTO] [--box x1,y1,x2,y2] [--index FOLDER]` opens "
                "the window (`heatsearch --query PHOTO --help` lists its options).")
     p.add_argument("--version", action="version", version=f"HeatSearch {__version__}")
-    # also before the command (trial 11: "heatsearch --home DIR search ..." was refused)
+    # also before the command ("heatsearch --home DIR search ..." is as natural as after it)
     p.add_argument("--home", dest="home_before", metavar="HOME", help="data folder (also after the command)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", help="data folder (default: $HEATSEARCH_HOME or the platform's data folder)")

@@ -23,7 +23,7 @@ DEFAULT_MAX_SIDE = 512
 
 # Settings presets (Settings dialog, "Search quality and speed"), chosen by measurement
 # (docs/METHOD.md, "Presets"). Each sets the fields that define the descriptor space; their models
-# are built in, so a preset has no weights file (trial 20: Balanced chosen after ResNet50 kept its
+# are built in, so a preset has no weights file (else Balanced, chosen after ResNet50, kept its
 # weights file and was refused as "does not match the architecture").
 PRESETS = {
     "balanced": {"backbone": DEFAULT_BACKBONE, "weights": "", "max_side": DEFAULT_MAX_SIDE, "precision": "exact",

@@ -45,8 +45,8 @@ def describe_features(features: np.ndarray, mu: np.ndarray | None, params: HewPa
     x64 = x.astype(np.float64)
     vec = wts @ x64
     # The overlay shows what the sum is made of, not the weights alone: HeW weights are nearly flat
-    # (0.7-1.0) and high on plain sky, which adds little to the sum (short feature vectors); the
-    # trial saw sky corners "distinctive" and the boxed building "repeated" (docs/METHOD.md)
+    # (0.7-1.0) and high on plain sky, which adds little to the sum (short feature vectors): shown
+    # alone, sky corners read "distinctive" and the boxed building "repeated" (docs/METHOD.md)
     share = wts * np.sqrt(np.einsum("ij,ij->i", x64, x64))
     return Described(normalize_raw(vec), share.reshape(h, w).astype(np.float32))
 

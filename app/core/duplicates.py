@@ -49,15 +49,15 @@ CANDIDATE_FLOOR = 0.50  # descriptor cosine of a candidate pair (a crop of half 
 CROP_MIN_SIDE = 0.5  # a crop keeps at least half of each side of its original
 CROP_MAX_AREA = 0.92  # and at most 92 % of its area (more is the whole photo)
 # A photo with at most this share of another's pixels is searched for as a window of it when the two
-# do not pass as the whole photo. Was CROP_MAX_AREA: a trim of 97 % of each side (trial 13), shifted
-# by 1.5 % of a side, fitted neither (24 shared photos trimmed so at a corner: 10 not grouped, now
+# do not pass as the whole photo. Was CROP_MAX_AREA: a trim of 97 % of each side, shifted by 1.5 %
+# of a side, fitted neither (24 shared photos trimmed so at a corner: 10 not grouped, now
 # all; benchmarks/duplicates.py pair precision unchanged). Such a trim's windows reach TRIM_MAX_AREA
 # of the photo; windows that large for every pair joined other photos of a building (pair precision
 # 1.00 -> 0.86).
 TRIM_MAX_AREA = 0.97
 # A copy with fewer pixels that passes as the whole photo is still a crop when a window fits it
-# better than the whole photo by this much, both at 64 px (trial 13: a 93 % trim was "the same photo
-# with its brightness or contrast changed"; on 24 shared photos a trim of 1.5 % a side fits a
+# better than the whole photo by this much, both at 64 px (a 93 % trim was told "the same photo with
+# its brightness or contrast changed"; on 24 shared photos a trim of 1.5 % a side fits a
 # window 0.004-0.05 better, a resize or a brightness edit the whole photo 0.011 or more better).
 CROP_BETTER = 0.002
 ENLARGED = 1.15  # pixels a crop may have over its window's (window sizes are whole thumbnail pixels)
@@ -112,7 +112,7 @@ class Member:
     enlarged: bool = False  # made larger from a smaller photo of its group: more pixels, no more detail
     # a symbolic link with the same bytes as a file of its group (`_mark_shadowed`): removing it frees
     # nothing and loses nothing, so it is never the one to keep; a link to a better photo than the
-    # group's files is (trial 19: a half-size copy kept over a linked library's original)
+    # group's files is (else a half-size copy was kept over the original a link led to)
     shadowed: bool = False
     # size and sharpness as keep_order weighs them: those within EVEN of the group's largest (its
     # sharpest) count as it (`_even_out`); None: as they are
@@ -136,8 +136,8 @@ class Member:
 
 def keep_order(m: Member, added_border: bool, cropped: bool, turned: bool = False) -> tuple:
     """Sort key: the original first; a symbolic link to the same bytes as a file of the group last
-    of all (`Member.shadowed`; trial 11: a link kept, the photo it points to offered as the copy to
-    delete). turned: the photo is turned or mirrored against most of its group
+    of all (`Member.shadowed`: else a link was kept and the photo it points to offered as the copy
+    to delete). turned: the photo is turned or mirrored against most of its group
     (`turned_from_most`). When every rule ties, the older file (exact time), then the name."""
     return (m.shadowed, added_border, cropped, m.enlarged, -(m.width * m.height), not m.camera, m.format_rank,
             _minute(m.mtime), turned, -_ranked(m.size_rank, m.size), -_ranked(m.sharp_rank, m.sharpness),
@@ -156,7 +156,7 @@ def _ranked(rank, value):
 
 
 # A file a few bytes larger, or a photo a hair sharper, is not the better copy: a turned copy
-# re-saved at the same quality was kept over its original for 174 bytes (0.7 %; trial 15). Sizes
+# re-saved at the same quality was kept over its original for 174 bytes (0.7 %). Sizes
 # and sharpnesses within EVEN of the group's best count as the best, and the next rules decide
 # (the older file). A re-encode at a lower quality is 10 % smaller and more.
 EVEN = 0.02
@@ -178,9 +178,9 @@ def _even_out(ms: list[Member], flags: dict) -> None:
 
 def turned_from_most(thumbs: list[bytes]) -> list[bool]:
     """Which photos of a group (their `thumb` bytes; b"": unknown) are turned or mirrored against
-    the orientation most of them share; none when no orientation has the most. Trial 9: a mirrored
-    copy re-saved larger was kept over the original (the same pixels, the same minute), and the
-    original and its three other copies were called "mirrored"."""
+    the orientation most of them share; none when no orientation has the most. Without it a
+    mirrored copy re-saved larger was kept over the original (the same pixels, the same minute),
+    and the original and its three other copies were called "mirrored"."""
     known = [i for i, t in enumerate(thumbs) if t]
     out = [False] * len(thumbs)
     if len(known) < 3:
@@ -198,8 +198,7 @@ def turned_from_most(thumbs: list[bytes]) -> list[bool]:
 
 def _minute(mtime: float) -> float:
     """A file's time to the minute (inf: unknown): files written within a minute of each other
-    (copied together) are as old as each other, and "the oldest file" by milliseconds said
-    nothing (trial 6)."""
+    (copied together) are as old as each other: "the oldest file" by milliseconds says nothing."""
     return mtime // 60 if mtime else float("inf")
 
 
@@ -224,15 +223,15 @@ def kept_because(best: Member, other: Member, best_flags=(False, False, False), 
     if best_flags[2:] != other_flags[2:]:
         return "turned as most of its copies"
     if _ranked(best.size_rank, best.size) != _ranked(other.size_rank, other.size):
-        # against the next, which is all the rule compared (trial 16: "largest file (373 KB)" beside
+        # against the next, which is all the rule compared ("largest file (373 KB)" read wrong beside
         # a mirrored copy of 374 KB, put after by an earlier rule)
         return f"the larger file ({_size(best.size)} against {_size(other.size)})"
     if _ranked(best.sharp_rank, best.sharpness) != _ranked(other.sharp_rank, other.sharpness):
         return "sharpest"
     if best.mtime != other.mtime and best.mtime and other.mtime:
-        # the last word, not the minute's: a copy made seconds after its original (trial 14: the
-        # copy in "copies/" kept over the photo "first by name")
-        gap = other.mtime - best.mtime  # (trial 22: "written 0.0 s before the other")
+        # the last word, not the minute's: a copy made seconds after its original (else the copy in
+        # "copies/" was kept over the photo, "first by name"); gaps under 0.05 s in ms (not "0.0 s")
+        gap = other.mtime - best.mtime
         when = f"{gap:.1f} s" if gap >= 0.05 else f"{gap * 1000:.0f} ms" if gap >= 0.001 else "less than 1 ms"
         return f"the older file (written {when} before the other)"
     return "identical by every rule, first by name"
@@ -553,8 +552,8 @@ def _made_from(big: Member, small: Member) -> bool:
     or the camera's file beside a copy without its camera. A soft camera original (many 12-48 MP
     files hold less detail than their pixels) next to its later, smaller web copy looks enlarged
     to the pixels alone (a reviewer's blurred Paris photo and its 6x smaller copy: residual
-    0.11-0.13). Where the files tell nothing (trial 9: a photo and its copies written in the same
-    minute, no camera tags), the pixels decide: a 3x enlargement was kept for its pixels. Where
+    0.11-0.13). Where the files tell nothing (a photo and its copies written in the same minute,
+    no camera tags), the pixels decide: a 3x enlargement was kept for its pixels. Where
     both name a camera (an export keeps the tags), the larger must be the later by a minute, as
     before: a soft original beside its export copied in the same minute is not judged by pixels."""
     if big.mtime + 60 < small.mtime or (big.camera and not small.camera):
@@ -587,7 +586,7 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
     if keep_row.digest and keep_row.digest == m_row.digest:
         if m.link:  # removing the link frees nothing and loses nothing
             target = os.path.realpath(m.path)
-            # (trial 20: of two links to one file, one read "best to keep", the other "a link to it")
+            # (of two links to one file, one read "best to keep", the other "a link to it": both are links)
             also = keep.link and os.path.realpath(keep.path) == target
             return "exact", f"{'another link' if also else 'a link'} to {paths.display(target)}, not a copy", 1.0
         return "exact", RELATIONS["exact"], 1.0
@@ -644,7 +643,7 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
             if ("orientation", path) not in known:
                 known[("orientation", path)] = stored_orientation(path)
         stored = known[("orientation", m.path)]
-        if stored != 1 and stored != known[("orientation", keep.path)]:  # (trial 22: a TIFF stored turned)
+        if stored != 1 and stored != known[("orientation", keep.path)]:  # (e.g. a TIFF stored turned)
             how = "mirrored" if stored in (2, 4) else "turned and mirrored" if stored in (5, 7) else "turned"
             words.append(f"its pixels stored {how} (a rotation tag shows it the same way)")
     key = ("bordered" if m.border > keep.border + BORDER_ADDED else "edited" if edited else "turned" if k
@@ -669,7 +668,7 @@ def _groups(comps: list[list[int]], rows, crop_of: dict, threshold: float, known
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]
         keep.why = kept_because(keep, ms[1], flags[keep.image_id], flags[ms[1].image_id])
-        # said against a link to its bytes too (trial 23: "most pixels" beside such a link of equal size)
+        # said against a link to its bytes too (not "most pixels" beside such a link of equal size)
         digest = rows[keep.image_id].digest
         if not keep.shadowed and not ms[1].shadowed and digest and any(
                 m.shadowed and rows[m.image_id].digest == digest for m in ms[2:]):

@@ -28,8 +28,8 @@ def normalise(weights: np.ndarray) -> np.ndarray:
 
 
 # A result's match grid is stretched so that this percentile of its positive cells reads warmest (1),
-# not its single largest: stretched to the largest, a right result read mostly cool (trial 13: a true
-# first result nearly all blue beside a wrong one; UKBench other views: 5 % of cells at 0.5 or more,
+# not its single largest: stretched to the largest, a right result read mostly cool (a true first
+# result nearly all blue beside a wrong one; UKBench other views: 5 % of cells at 0.5 or more,
 # now 22 %), while the heat stays where it was (benchmarks/match_overlay.py: on the right photo of a
 # pair 0.970 -> 0.965, inside a landmark's box 0.885 -> 0.860).
 MATCH_PERCENTILE = 80

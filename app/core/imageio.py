@@ -85,7 +85,7 @@ def _reason(e: Exception) -> str:
         return e.strerror
     text = str(e).splitlines()[0][:160] if str(e) else ""
     if text.lower().startswith(("image file is truncated", "truncated")):  # Pillow's words ("image file
-        # is truncated (3 bytes not processed)", "Truncated File Read": trial 20), no byte count needed
+        # is truncated (3 bytes not processed)", "Truncated File Read"), no byte count needed
         return "the file ends early (an incomplete copy or download)"
     if isinstance(e, (OSError, ValueError, SyntaxError, EOFError)):
         return text or "the file ends or breaks off early"
@@ -93,8 +93,8 @@ def _reason(e: Exception) -> str:
 
 
 def _raw_reason(e: Exception) -> str:
-    """LibRaw's complaint in words (trial 11: "LibRawFileUnsupportedError: b'Unsupported file
-    format or not RAW file'" in the Log)."""
+    """LibRaw's complaint in words (not "LibRawFileUnsupportedError: b'Unsupported file format or
+    not RAW file'" in the Log)."""
     kind = type(e).__name__
     if kind == "LibRawFileUnsupportedError":
         return "not a camera RAW file that can be read (an unknown camera, or not RAW data)"
@@ -318,7 +318,7 @@ def check_box(box, size) -> tuple[float, float, float, float]:
     if x2 <= 0 or y2 <= 0 or x1 >= w or y1 >= h:
         raise InputError(f"the box {x1:g},{y1:g},{x2:g},{y2:g} lies outside the {w}x{h} photo")
     # past an edge by more than rounding: coordinates meant for another size of the photo, which
-    # clipped would search a sliver of it (trial 15: 600,400,2000,2000 on a 640x480 photo)
+    # clipped would search a sliver of it (e.g. 600,400,2000,2000 on a 640x480 photo)
     sx, sy = max(2.0, 0.01 * w), max(2.0, 0.01 * h)
     if x1 < -sx or y1 < -sy or x2 > w + sx or y2 > h + sy:
         raise InputError(f"the box {x1:g},{y1:g},{x2:g},{y2:g} reaches past the {w}x{h} photo "

@@ -58,8 +58,8 @@ def refit_due(n: int, fitted_n: int, fitted_dim: int, channels: int, requested: 
 # ranking: with HeR, the heat spread over the shortlist (best 1, last 0); else the cosine to the
 # (expanded) query, on the same u scale. The similarity in standard deviations alone meant other
 # things with and without whitening: right UKBench views read ~3.8 unwhitened (850 photos) and ~11.5
-# whitened (2,702), so one logistic of it hid the right photos of a small library (trial 6: 40 Eiffel
-# photos ranked first read 0.34 at the median) and, with the raw cosine as a QE ranking's score,
+# whitened (2,702), so one logistic of it hid the right photos of a small library (40 Eiffel photos
+# ranked first read 0.34 at the median) and, with the raw cosine as a QE ranking's score,
 # showed wrong ones at 0.7. Fitted on the shared sets in three libraries at once, 850 photos
 # (unwhitened), 1,500 and 2,702 (whitened), each set weighted equally (benchmarks/relevance.py --fit;
 # README "Quality").
@@ -68,7 +68,7 @@ RELEVANCE_WEIGHTS = (1.5638, 11.7341, 6.8999, -7.0229, 0.0277)  # u, r with HeR,
 # x 1.4826) above the median of two random photos, on the shared sets (median of 200;
 # benchmarks/relevance.py prints it): unwhitened 4.0 (850 photos: 4.3; libraries of 120 and 300
 # photos, a third of each set: 4.1, 3.7), whitened 10.5 (1,500: 10.7; 2,702: 10.5). (In standard
-# deviations, until round 3: 3.9 and 8.0.) Fixed, not measured per library: a library of bursts
+# deviations, as first measured: 3.9 and 8.0.) Fixed, not measured per library: a library of bursts
 # (160 photos of four landmarks) has nearest neighbours much closer than other views of its
 # subjects, and its own scale hid them (README "Quality").
 NEIGHBOUR_Z_PLAIN, NEIGHBOUR_Z_WHITENED = 4.0, 10.5
@@ -80,8 +80,8 @@ def neighbour_z(whitened: bool) -> float:
 
 
 # A search whose best match is not close shows something the library does not hold: HeR's heat
-# spread gives its best result 1 whatever that result is (trial 12: a receipt -> a telephone at
-# 0.99, 74 results at 0.5 or more). Every result's relevance is multiplied by `match`: whether the
+# spread gives its best result 1 whatever that result is (a receipt -> a telephone at 0.99, 74
+# results at 0.5 or more). Every result's relevance is multiplied by `match`: whether the
 # best match (the query's own file and copies left out) is close on the library's scale (u at
 # least MATCH_U) or in plain terms (cosine at least MATCH_COSINE). The scale alone fails in a
 # library of one kind of subject (150 photos of three landmarks: a box on the Louvre's best match
@@ -100,25 +100,25 @@ MATCH_U, MATCH_COSINE = 0.35, 0.64
 MATCH_STEEPNESS = (30.0, 100.0)  # per unit of u, per unit of cosine
 # That rule stays for boxes. A whole photo's best match is judged by its cosine in the model's own
 # space (raw descriptors, before whitening), 0.5 at MATCH_RAW: the same measure in every library,
-# whitened or not, where the scale's u moves with what the library holds. Newcomer trials 13-17
-# searched photos the library did not hold and read a look-alike of the same kind 0.9-1.0 (a
+# whitened or not, where the scale's u moves with what the library holds. Searches of photos the
+# library did not hold, in people's own libraries, read a look-alike of the same kind 0.9-1.0 (a
 # skateboarder -> a tennis player, La Defense -> the Louvre): in libraries of a few hundred
 # mixed photos such a best match lies 0.35-0.85 spreads out, as far as a held subject's, and the
-# rule above passed it. On 12 libraries (the shared sets at 120 to 2,702 photos, the trials' five;
+# rule above passed it. On 12 libraries (the shared sets at 120 to 2,702 photos, five people's own;
 # searches by every held Paris photo, 150 held UKBench photos, 120-160 photos not held), a right
 # first result's raw cosine is 0.74-0.79 at the 5th percentile, a not-held search's best 0.69-0.77
 # at the 95th. At 0.73, searches for photos not held whose first result reads below 0.5: 0.27 ->
-# 0.93 (trial 17's library), 0.45 -> 0.91 (300 photos), 0.31 -> 0.83 (1,500, whitened); right
+# 0.93 (one person's library), 0.45 -> 0.91 (300 photos), 0.31 -> 0.83 (1,500, whitened); right
 # results kept at 0.5 unchanged on the shared libraries but for one cell (120 photos, Paris photos
-# 0.79 -> 0.75), 0.90-0.96 -> 0.86-0.91 in the trials' (three unusual views of the Eiffel tower,
+# 0.79 -> 0.75), 0.90-0.96 -> 0.86-0.91 in people's own (three unusual views of the Eiffel tower,
 # best match at 0.67-0.71, read low). benchmarks/relevance.py; README "Quality".
 # Measured for the presets' models (EfficientNet-Lite2 at 512 and 1024 px, Lite0 at 512 px: 300
 # and 365 photos, not-held first results hidden 0.13-0.64 -> 0.73-0.93); a raw cosine depends on
 # the model, so the others (VGG16, ResNet50, a retrieval checkpoint) keep the rule above.
 MATCH_RAW, MATCH_RAW_STEEPNESS = 0.73, 100.0
 MATCH_RAW_MODELS = ("efficientnet-lite2", "efficientnet-lite0")
-# A box is judged by both: the rule above and its own raw cosine, 0.5 at MATCH_RAW_BOX (newcomer
-# trial 20: boxes on the Moulin Rouge and the Invalides, which the library did not hold, read La
+# A box is judged by both: the rule above and its own raw cosine, 0.5 at MATCH_RAW_BOX (boxes on
+# the Moulin Rouge and the Invalides, which a person's library did not hold, read La
 # Defense and the Louvre 0.99-1.00, 33-93 wrong results at 0.5 or more, where the same photos
 # whole read 0.72 at most). A box's best raw cosine, on 7 libraries (120 to 1,500 photos; UKBench
 # and Paris boxes): held subjects 0.71-0.79 at the 5th percentile, subjects not held 0.64-0.76 at
@@ -131,7 +131,7 @@ MATCH_RAW_BOX = 0.71
 
 # ... and whether the best match is as close to the query as its own nearest photo is to it
 # (reciprocal neighbours): a photo the library does not hold still finds something close in a
-# library of one kind of photo (trial 14: an island poster -> twelve other toys at 0.99-1.00, each
+# library of one kind of photo (an island poster -> twelve other toys at 0.99-1.00, each
 # with its own other views far closer to it than the poster). A whole-photo search's relevance is
 # also multiplied by a logistic of u(best) - u(best's nearest other photo), 0.5 at RECIPROCAL_GAP.
 # Photos nearer to the best match than NEAR_SHOT (cosine) are passed over as its own near shots
@@ -142,7 +142,7 @@ RECIPROCAL_GAP, RECIPROCAL_STEEPNESS = -0.5, 20.0
 NEAR_SHOT = 0.93
 # The same test for the results HeR's heat reads as right: in a library of one kind of object the
 # heat spreads over the next object's views, each far closer to its own other views than to the
-# query (trial 14: the three other views of a CD cover, then the four views of a book, all at
+# query (the three other views of a CD cover, then the four views of a book, all at
 # 0.99). A result whose heat, spread best 1 to the shortlist's last 0, is HEAT_TOP or more (which
 # alone reads it as right: 0.97+ whatever its similarity) is multiplied by the same logistic of
 # u(query, result) - u(result, its nearest other photo among the search's first NEIGHBOURHOOD),
@@ -154,7 +154,7 @@ NEAR_SHOT = 0.93
 HEAT_TOP, HEAT_GAP = 0.9, -0.6
 # In a library too small to be whitened, HeR's 200-photo shortlist is most of the library, and its
 # heat, spread best 1 to the shortlist's last 0, puts every photo of every subject of the query's
-# kind above the rest (newcomer trial 18: 272 photos of three landmarks among 222 others, an Eiffel
+# kind above the rest (a person's 494 photos, 272 of three landmarks: an Eiffel
 # search read the Invalides and the Moulin Rouge 0.92-0.98, 41 wrong results at 0.5 or more against
 # 16 right). There the lukewarm results (heat HEAT_WARM to HEAT_TOP) take the same test: another
 # landmark's photos lie 0.64 further from the query than from their own (median, the 300-photo
@@ -229,7 +229,7 @@ def close_neighbours(sims, query_in_library: bool, top_rank: int = 0) -> int:
 
 
 # HeR's heat flows along the shortlist's graph; when another subject has many more photos than
-# the query's own (50 of the Invalides against 10 of the Louvre, trial 5), the heat drifts there
+# the query's own (50 of the Invalides against 10 of the Louvre), the heat drifts there
 # and buries the query's nearest photos (ranks 4-6 -> 53-57). So a HeR ranking is kept only when
 # at least DRIFT_KEEP of the query's DRIFT_NEAREST nearest photos (by cosine, its own file left
 # out) stay within its first DRIFT_WITHIN; otherwise the search keeps QE's ranking.

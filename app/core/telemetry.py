@@ -4,7 +4,7 @@ OpenVINO sends an event to Google Analytics at `import openvino` and keeps a cli
 ~/intel; ONNX Runtime (1.32 on Linux and macOS) keeps a device id and an upload cache in
 ~/.cache/Microsoft and sends process and session events; Ray reports a cluster's usage to
 usage-stats.ray.io every hour. A photo library on someone's laptop reports nothing and writes
-nowhere but its data folder (a trial found the first two files in HOME).
+nowhere but its data folder (without this, the first two files appeared in HOME).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Spatial verification of a search's first results with local features (SIFT, OpenCV).
 
 HeR's heat spreads over every photo of the query's kind: a held-out view of a book read 22-33
-other covers 0.9+ in the newcomer trials' libraries, which the CNN's descriptor places as close to
+other covers 0.9+ in people's own libraries, which the CNN's descriptor places as close to
 the query as the book's own views (cosine 0.80-0.87 against 0.82-0.96). Matching the photos' parts
 tells them apart: one homography explains 15-100+ SIFT matches between two views of an object, and
 5-8 between two covers. A search whose first results' counts fall sharply after a few photos found
@@ -24,7 +24,7 @@ SIDE = 320  # px, the longer side the features are read at (640: 79 ms per photo
 FEATURES = 500  # the strongest keypoints kept per photo
 RATIO = 0.85  # Lowe's ratio test on RootSIFT
 REPROJECTION = 8.0  # px at SIDE: a match the homography places further off is an outlier
-# The step (measured on the shared libraries and trial 24's, benchmarks/local_features.py --objects):
+# The step (measured on the shared libraries and a person's own, benchmarks/local_features.py --objects):
 # the other views of an object have a median of 30-64 inliers at 320 px (10th percentile 6-16),
 # other photos 5 (90th percentile 8-9). Below the step nothing else may share the query's geometry: at
 # most STEP_EXCEPTIONS results of CHANCE inliers or more (a landmark's near-identical shots make a
@@ -35,7 +35,7 @@ CHANCE, STEP_EXCEPTIONS = 15, 1
 # as an object's views do, but say nothing of the photos below them: a burst of a landmark made a
 # step over its other photos (30 synthetic bursts of 3 shots in libraries of 464 and 1,590 photos: 4
 # and 6 searches stepped, right results at 0.5 -15 % and -21 %). They are passed over. At NEAR_SHOT
-# (0.93) a third of an object's own views would be too (held UKBench searches of trial 24's
+# (0.93) a third of an object's own views would be too (held UKBench searches of that person's
 # library: wrong results at 0.5 229 -> 112, against 67 at 0.96).
 BURST = 0.96
 BELOW_STEP = 0.3  # a result below the step reads this share of its relevance (0.30 at most), its order kept

@@ -436,8 +436,8 @@ class Catalog:
     def add_folder(self, path: str) -> FolderInfo:
         """Add a resolved folder path; a folder inside an existing one adds nothing (returns the
         enclosing one). Library folders inside the new one become part of it: their photos, with
-        their descriptions, move under it (trial 6: the parent read "0 photos" above its children,
-        and removing a child forgot photos the parent still held)."""
+        their descriptions, move under it (kept apart, the parent read "0 photos" above its
+        children, and removing a child forgot photos the parent still held)."""
         def write(s):
             for f in s.scalars(select(Folder).where(Folder.state != "excluded")):
                 if paths.is_within(path, paths.from_db(f.path)):

@@ -146,7 +146,7 @@ def child_python(code: str, *args: str) -> list[str]:
 def check_loads(bb: "Backbone", timeout: float = 300) -> None:
     """Load `bb`'s weights file into its network, in a child process (`python -I`, as the export):
     PyTorch and the network stay out of this one (a ResNet50 checked here left ~750 MB resident in
-    the app for good, measured; newcomer trial 23: 1.9 GB after a few switches of model). Raises
+    the app for good, measured; 1.9 GB after a few switches of model). Raises
     WeightsLoadError with the loader's own words when the file cannot be used. In a frozen build,
     which has no Python to start, here."""
     if getattr(sys, "frozen", False):
@@ -172,8 +172,8 @@ def check_loads(bb: "Backbone", timeout: float = 300) -> None:
 def untrained(state: dict) -> bool:
     """Whether a state dict's batch norms all still hold their starting values (running mean 0,
     variance 1, scale 1, shift 0), as a network saved before any training does: its features say
-    nothing about a photo (newcomer trials 20-22 searched with such a ResNet50 file and read its
-    results as the model's). Any training step moves them. False for a network without batch
+    nothing about a photo (people searched with such a ResNet50 file and read its results as the
+    model's). Any training step moves them. False for a network without batch
     norms (VGG16)."""
     norms = [k[: -len("running_mean")] for k in state if k.endswith("running_mean")]
     if not norms:

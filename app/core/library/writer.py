@@ -506,8 +506,8 @@ class LibraryWriter:
         return len(ids)
 
     def _failed_and_gone(self, path: str, status: str) -> bool:
-        """Whether a file that failed to read is gone with its folder (trial 12: files that vanished
-        under the indexer stayed "unreadable" after their folder's missing photos were forgotten;
+        """Whether a file that failed to read is gone with its folder (files that vanished under
+        the indexer stayed "unreadable" after their folder's missing photos were forgotten;
         one gone from a folder that is there is removed by the next scan)."""
         return status in ("failed", "unreadable") and any(f.state == "missing" and paths.is_within(path, f.path)
                                                           for f in self.folders)

@@ -322,7 +322,7 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
     prog.workers = producer.workers
     cancelled = lambda: control.cancelled  # noqa: E731
     # the pace counts the calibration's time: its sample's photos are described then and counted
-    # done in a blink after it (trial 21: "22 s left" at 64 of 365, 52 s in fact, with ResNet50)
+    # done in a blink after it (else "22 s left" at 64 of 365, 52 s in fact, with ResNet50)
     t0 = time.monotonic()
     paused0 = control.paused_s
     if p.calibrate:
@@ -407,8 +407,8 @@ def index_library(writer: "LibraryWriter", control, producer, batch_size: int = 
 
 def _present(records: list, p: Plan) -> list:
     """The batch's records less those whose file went between the scan and its reading (a
-    folder deleted while it is indexed): they are not photos that "could not be read" (trial 16:
-    one deleted folder read as N missing and M skipped); their directory goes to `p.vanished`,
+    folder deleted while it is indexed): they are not photos that "could not be read" (one
+    deleted folder read as N missing and M skipped); their directory goes to `p.vanished`,
     a changed file's row to `p.lost` (both settled by _settle_vanished)."""
     kept = []
     for r in records:

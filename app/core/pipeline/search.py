@@ -232,7 +232,7 @@ class Searcher:
         if crop is not None:  # hybrid: the map's cells and the crop's own pass, summed
             v = d.raw.astype(np.float64) + crop.raw
             # the overlay shows the crop pass's share grid: it covers the box as drawn, where the
-            # map's cells stick out of it by up to half a cell (the trial saw the heat 6-12 px off)
+            # map's cells stick out of it by up to half a cell (the heat read 6-12 px off the box)
             d = Described((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32), crop.share, crop.where)
             ran = True
         return _described(d, req), fm.orig_size, ran, own
@@ -310,8 +310,8 @@ class Searcher:
 
     def _pinned(self, req: SearchRequest, own, snap) -> tuple[list[int], list[int]]:
         """(catalog ids byte-identical to the query photo (the photo itself first) that the
-        filters admit: ranked first, with a box too (trial 6: the photo a box was drawn on came
-        #20, below other photos of its subject); all of them, filter or not)."""
+        filters admit: ranked first, with a box too (else the photo a box was drawn on came #20,
+        below other photos of its subject); all of them, filter or not)."""
         if not req.path:
             return [], []
         digest = own.digest if own is not None else self._digest(req.path)
@@ -383,8 +383,7 @@ class Searcher:
         decided; its ranking dropped for QE's when it lost the query's nearest photos, `same`: ids
         of the query's own file and its copies, left out of that check). `copies`: ids of the
         query's copies (not its own file), left out of QE's neighbours and HeR's graph and put
-        first: they are the query again (trial 11: with four copies QE expanded the query with
-        itself). Returns (shortlist in ranking order, scores (k,) float64 in [0, 1], the ranking's
+        first: they are the query again (with four copies, QE expanded the query with itself). Returns (shortlist in ranking order, scores (k,) float64 in [0, 1], the ranking's
         own: HeR's heat spread best 1, last 0, or cosines; whether HeR's ranking was kept)."""
         sl = snap.search(q, k, filters) if sl is None else sl
         scores = sl.sims.astype(np.float64)
@@ -440,15 +439,15 @@ class Searcher:
         copy_of = self._copies(sl, query_thumb, same)
         copies = same[1:] + [i for i, c in copy_of.items() if c]  # the query again, but for its own file
         # as many other photos in their place: HeR's graph is the same 200 photos whatever the
-        # number of results asked (trial 12: a result read 0.35 with 100 asked, 0.50 with 200)
+        # number of results asked (else a result read 0.35 with 100 asked, 0.50 with 200)
         k += len(copies)
         near = sl.sims[~np.isin(sl.ids, same + copies)]  # the query's neighbours in the whole library
         if plan.her == "auto":
             # the query's own file and its copies are not its neighbours, box or not: counted, a
             # box's own photo (0.87 against 0.76 for the next) left nothing standing out, and HeR
-            # stayed off for a box on a landmark with 35 photos (trial 10; benchmarks/policies.py
-            # --exp boxown: Paris boxes +0.1 to +1.5, UKBench boxes -0 to -0.2), and four copies of
-            # a photo did the same for its landmark (trial 11)
+            # stayed off for a box on a landmark with 35 photos (benchmarks/policies.py --exp
+            # boxown: Paris boxes +0.1 to +1.5, UKBench boxes -0 to -0.2), and four copies of a
+            # photo did the same for its landmark
             plan = replace(plan, her=policy.use_her(near[: policy.NEIGHBOURHOOD], False))
         t1 = time.perf_counter()
         final, scores, her = self._ranking(q, k, None, plan, snap, same + copies,
@@ -473,7 +472,7 @@ class Searcher:
         # Each photo reads its own relevance, as it stands in the whole library's ranking, filter
         # or not, and the list's first results are shown in that order: the ranking's order
         # capped by a running minimum made flat bands after a warm photo of another subject
-        # (trial 18: a dozen Eiffel photos at 0.47 after a photo of the Invalides) and read
+        # (a dozen Eiffel photos at 0.47 after a photo of the Invalides) and read
         # photos below ones the list showed after them. The query's own file and copies read 1, first.
         n = min(len(final.ids), req.top + 200)
         w_rel = self._relevance(final.ids[:n], final.vectors[:n] @ q, whole_scores[:n], list(final.vectors[:n]),
@@ -711,7 +710,7 @@ class Searcher:
             sim = float(vec_of[i] @ q) if i in vec_of else 0.0
             hit = Hit(i, r.path, float(sc), len(hits) + 1, r.width, r.height, sim, state, duplicate=i in pinned)
             # a copy of the query (resized, re-encoded) is what a person looks for first: the
-            # descriptor of a resized copy can fall below other views of the scene (trial: #5)
+            # descriptor of a resized copy can fall below other views of the scene (one came #5)
             hit.copy = bool(query_thumb) and i not in pinned and (
                 copy_of[i] if i in copy_of else original.match(r.thumb, keep=False) == 0)
             if hit.copy:
