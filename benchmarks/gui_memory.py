@@ -38,6 +38,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--photos", type=int, default=120)
     ap.add_argument("--steps", type=int, default=40, help="photos stepped through in the viewer")
+    ap.add_argument("--distractors", type=int, default=0,
+                    help="also this many of the shared distractor photos, and --ukbench N of UKBench's (a library of "
+                         "thousands: --photos 250 --distractors 1853 --ukbench 600 is 2,703 photos)")
+    ap.add_argument("--ukbench", type=int, default=0)
     ap.add_argument("--searches", type=int, default=10, help="searches after the viewer closes")
     ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): "
                                                            "--photos 6 --steps 3 --searches 2, a quarter of the waits")
@@ -56,6 +60,11 @@ def main():
     photos.mkdir()
     for p in sorted((SHARED / "paris250" / "jpg").glob("*.jpg"))[: a.photos]:
         shutil.copy(p, photos / p.name)
+    for name, n, pattern in (("distractors", a.distractors, "**/*.jpg"), ("ukbench", a.ukbench, "*.jpg")):
+        if n:
+            (photos / name).mkdir()
+            for i, p in enumerate(sorted((SHARED / name).glob(pattern))[:n]):
+                shutil.copy(p, photos / name / f"{i:05d}-{p.name}")
     app = QApplication(sys.argv[:1])  # noqa: F841 - must exist for the window
     home = tmp / "home"
     Settings().save(home)
@@ -86,7 +95,7 @@ def main():
     win.add_folder(str(photos))
     wait(win.indexingFinished)
     during = max(samples)
-    print(f"indexing {a.photos} photos ({time.time() - t:.0f} s, {svc.extractor().engine.label}): "
+    print(f"indexing {svc.stats()['indexed']} photos ({time.time() - t:.0f} s, {svc.extractor().engine.label}): "
           f"resident at most {during:.0f} MB (sampled), {status_mb('VmRSS'):.0f} MB after", flush=True)
     wait_search = win.searchFinished
     win.set_query_path(str(sorted(photos.glob("*.jpg"))[0]))
