@@ -466,3 +466,34 @@ def test_a_query_that_breaks_after_it_was_answered_never_brings_back_the_one_bef
     qtbot.mouseClick(window.library.reindex_btn, Qt.LeftButton)
     qtbot.waitUntil(lambda: "cannot read" in window.status_label.text().lower(), timeout=30000)
     assert window.search.query_path != str(root / "k01.png") and window.search.last_request.path != str(root / "k01.png")
+
+
+def test_the_preview_shows_its_photo_at_the_top_and_what_it_is_right_under_it(qtbot, window, tmp_path):
+    """At 1920x1080 a landscape photo centred in the tall Preview pane left ~400 px empty around it
+    and its words at the pane's bottom edge: the photo is at the top, as wide as the pane, and its
+    name, size, file size, date and camera are right under it."""
+    from PIL import Image as PILImage
+
+    d = tmp_path / "photos"
+    for i in range(6):
+        write_photo(d / f"p{i}.png", 300 + i, size=(320, 240))
+    img = PILImage.open(d / "p1.png").convert("RGB")
+    e = img.getexif()
+    e[0x010F], e[0x0110] = "Canon", "Canon EOS 5D"  # make, model
+    e.get_ifd(0x8769)[0x9003] = "2009:03:14 15:02:00"  # DateTimeOriginal
+    img.save(d / "p1.jpg", exif=e.tobytes(), quality=92)
+    (d / "p1.png").unlink()
+    index_folder(qtbot, window, d)
+    window.resize(1900, 1000)
+    res = search(qtbot, window, d / "p1.jpg")
+    view = window.results_view
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(window.results_model.index(0)).center())
+    pane = window.preview
+    qtbot.waitUntil(lambda: pane.picture.pixmap() is not None and not pane.picture.pixmap().isNull(), timeout=10000)
+    # its words right under it, once the layout has taken the photo's height
+    qtbot.waitUntil(lambda: 0 <= pane.caption.geometry().top() - pane.picture.geometry().bottom() <= 12, timeout=5000)
+    assert pane.picture.geometry().top() <= 8  # at the top of the pane
+    assert abs(pane.picture.pixmap().width() - (pane.width() - 8)) <= 2  # as wide as the pane
+    words = pane.details.text()
+    assert res.hits[0].path.endswith("p1.jpg")
+    assert "320 × 240 px" in words and "taken 14 Mar 2009, 15:02" in words and "Canon EOS 5D" in words, words

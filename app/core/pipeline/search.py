@@ -111,6 +111,9 @@ class Hit:
     # One per duplicate: the photo whose place in the ranking this one holds (its set's best-ranked
     # copy; 0: its own), whose similarity and score it reads
     place: int = 0
+    taken: float = 0.0  # when it was taken (EXIF, else the file's time; POSIX), for the preview's details
+    camera: str = ""  # EXIF make and model, "" when none
+    size: int = 0  # the file's bytes
 
     @property
     def ranked_id(self) -> int:
@@ -708,7 +711,8 @@ class Searcher:
             if state == "ok" and not os.path.exists(r.path):
                 state = "missing"
             sim = float(vec_of[i] @ q) if i in vec_of else 0.0
-            hit = Hit(i, r.path, float(sc), len(hits) + 1, r.width, r.height, sim, state, duplicate=i in pinned)
+            hit = Hit(i, r.path, float(sc), len(hits) + 1, r.width, r.height, sim, state, duplicate=i in pinned,
+                      taken=r.taken or 0.0, camera=r.camera or "", size=r.size or 0)
             # a copy of the query (resized, re-encoded) is what a person looks for first: the
             # descriptor of a resized copy can fall below other views of the scene (one came #5)
             hit.copy = bool(query_thumb) and i not in pinned and (
