@@ -138,6 +138,15 @@ def write_photo(path: Path, seed: int, size=(96, 72), exif_orientation: int | No
 
 
 @pytest.fixture
+def many(tmp_path) -> Path:
+    """40 small distinct synthetic photos, p00.png ... p39.png."""
+    d = tmp_path / "many"
+    for i in range(40):
+        write_photo(d / f"p{i:02d}.png", i, size=(96, 72))
+    return d
+
+
+@pytest.fixture
 def photo_dir(tmp_path) -> Path:
     """12 photos: 4 'scenes' x 3 variants (small shifts) so retrieval has right answers."""
     d = tmp_path / "photos"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.errors import LibraryBusyError, ReadOnlyError
+from app.core.errors import ReadOnlyError
 from app.core.index import vectors as vectors_mod
 from app.core.library.service import LibraryService
 from app.core.pipeline.search import SearchRequest, Searcher
@@ -20,14 +20,6 @@ from tests.conftest import write_photo
 from tests.core.helpers import index, open_lib, snapshot_matches_catalog, tiny_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def many(tmp_path):
-    d = tmp_path / "many"
-    for i in range(40):
-        write_photo(d / f"p{i:02d}.png", i, size=(96, 72))
-    return d
 
 
 def test_refits_during_searches_never_mix_whitenings(tmp_path, many, monkeypatch, library):
@@ -238,7 +230,6 @@ def test_a_corrupted_index_is_never_trusted(tmp_path, many, monkeypatch, where):
 def test_cancel_and_quit_during_a_slow_model_load(tmp_path, many, monkeypatch):
     """(8) Quitting while the model loads returns at once (the writer finishes or dies with the
     process; the catalog is consistent at every commit); a cancelled job ends right after."""
-    import torch  # noqa: F401 - imported before the clock starts (run alone, the first import takes seconds)
 
     from app.core.features import extractor as extractor_mod
 

@@ -29,14 +29,6 @@ from tests.core.helpers import catalog_state, index, open_lib, snapshot_matches_
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def many(tmp_path):
-    d = tmp_path / "many"
-    for i in range(40):
-        write_photo(d / f"p{i:02d}.png", i, size=(96, 72))
-    return d
-
-
 def submit_write(svc, name, fn):
     """A command that writes (it runs under the writer lock). Before issue 46 there was no such
     flag: every command of a writing service ran under the lock it took at opening."""

@@ -28,10 +28,11 @@ def tiny_home(tmp_path):
     return home
 
 
-def make_window(qtbot, home):
+def make_window(qtbot, home, library: str | None = None, settings=None):
+    """A window on the library in `home` (or at the URL `library`), shown at 1300x800."""
     from app.gui.main_window import MainWindow
 
-    svc = LibraryService(home)
+    svc = LibraryService(home, settings, library=library)
     svc.wait_ready(60)
     win = MainWindow(svc)
     qtbot.addWidget(win)

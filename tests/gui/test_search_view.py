@@ -216,7 +216,7 @@ def test_shift_f10_opens_a_results_menu(qtbot, window, photo_dir):
     """Trial 6: only the Menu key opened a result's menu; many laptops have none. Trial 15: its
     items had no letters; C copies the path. Trial 16: "Copied the path" stayed in the status bar
     for good; it gives the search's words back."""
-    from app.core.library.paths import display
+    from app.core.paths import display
 
     results_with_the_keyboard(qtbot, window, photo_dir)
     searched = window.status_label.text()

@@ -8,9 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 
 from app.core.catalog import pgserver
-from app.core.library.service import LibraryService
 from app.gui.library_controller import REFRESH_MS
-from tests.gui.conftest import answer_file_dialog, tiny_settings
+from tests.gui.conftest import answer_file_dialog, make_window, tiny_settings
 
 
 def free_port() -> int:
@@ -48,17 +47,10 @@ def search_with_open(qtbot, win, photo):
 
 
 def test_a_server_that_stops_is_one_line_and_the_window_recovers(qtbot, served, photo_dir, monkeypatch, capfd):
-    from app.gui.main_window import MainWindow
-
     data, listen, url, home = served
     assert ":" not in url.split("@")[0].split("//")[1]  # no password in the URL
-    svc = LibraryService(home, tiny_settings(), library=url)
-    svc.wait_ready(60)
-    win = MainWindow(svc)
-    qtbot.addWidget(win)
-    win.resize(1300, 800)
-    win.show()
-    qtbot.waitExposed(win)
+    win = make_window(qtbot, home, url, tiny_settings())
+    svc = win.svc
     said = []  # every dialog a failure would open, answered at once
     for name in ("warning", "critical", "information"):
         monkeypatch.setattr(QMessageBox, name, staticmethod(lambda *a, _n=name, **k: said.append((_n, a[2])) or QMessageBox.Ok))
