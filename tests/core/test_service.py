@@ -230,6 +230,7 @@ def test_a_corrupted_index_is_never_trusted(tmp_path, many, monkeypatch, where):
 def test_cancel_and_quit_during_a_slow_model_load(tmp_path, many, monkeypatch):
     """(8) Quitting while the model loads returns at once (the writer finishes or dies with the
     process; the catalog is consistent at every commit); a cancelled job ends right after."""
+    import torch  # noqa: F401 - imported before the clock starts (run alone, the first import takes seconds)
 
     from app.core.features import extractor as extractor_mod
 
