@@ -524,6 +524,18 @@ class Catalog:
         def write(s) -> BatchOutcome:
             out = BatchOutcome(self._bump(s))
             gen = out.generation
+            # the rows and descriptors the batch touches, read in a few statements (one per photo,
+            # and a flush per photo for its new id, made the writer's pace into PostgreSQL ~200
+            # records/s: benchmarks/writer_rate.py)
+            want = sorted({existing[r.path] for r in records if r.path in existing}
+                          | {r.reuse_of for r in records if r.reuse_of is not None})
+            rows: dict[int, Image] = {}
+            descs: dict[int, Descriptor] = {}  # image id -> its descriptor in space_id
+            for chunk in chunks(want, CHUNK):
+                rows.update((r.id, r) for r in s.scalars(select(Image).where(Image.id.in_(chunk))))
+                descs.update((d.image_id, d) for d in s.scalars(
+                    select(Descriptor).where(Descriptor.space_id == space_id, Descriptor.image_id.in_(chunk))))
+            pending: list[tuple[Record, Image, bool]] = []  # described: their descriptors once new rows have ids
             for rec in records:
                 row_id = existing.get(rec.path)
                 moving = rec.reuse_of is not None and rec.reuse_of in claim and rec.reuse_of not in out.moved and row_id is None
@@ -531,26 +543,27 @@ class Catalog:
                     # the row to copy from was looked up when the file was read; it may have been
                     # described again since (a run's batches commit in any order on a cluster):
                     # its descriptor serves these bytes only while its digest is still theirs
-                    srow = s.get(Image, rec.reuse_of)
-                    if srow is None or srow.digest != rec.digest or s.get(Descriptor, (rec.reuse_of, space_id)) is None:
+                    srow = rows.get(rec.reuse_of)
+                    if srow is None or srow.digest != rec.digest or rec.reuse_of not in descs:
                         out.redo.append(rec.path)
                         continue
                 if moving:
-                    row = s.get(Image, rec.reuse_of)
+                    row = rows.get(rec.reuse_of) or s.get(Image, rec.reuse_of)
                     row.path, row.folder_id, row.size, row.mtime_ns = paths.to_db(rec.path), rec.folder_id, rec.size, rec.mtime_ns
                     out.moved.append(rec.reuse_of)
                     out.ids[rec.path] = row.id
                     out.reused += 1
                     if row.status == "missing":  # back from a vanished folder: into the results again
                         row.status = "indexed"
-                        dsc = s.get(Descriptor, (row.id, space_id))
+                        dsc = descs.get(row.id)
                         if dsc is not None:
                             dsc.gen = gen
                             out.added.append((row.id, dsc.raw))
                         self.dialect.vectors_restored(s, [row.id], self.whitening)
                     continue
-                row = s.get(Image, row_id) if row_id is not None else None
-                if row is None:
+                row = (rows.get(row_id) or s.get(Image, row_id)) if row_id is not None else None
+                new = row is None
+                if new:
                     row = Image(path=paths.to_db(rec.path), folder_id=rec.folder_id, size=0, mtime_ns=0)
                     s.add(row)
                 elif row.digest != rec.digest:  # new content: descriptors of other spaces are stale too
@@ -559,20 +572,22 @@ class Catalog:
                 row.size, row.mtime_ns, row.folder_id, row.digest = rec.size, rec.mtime_ns, rec.folder_id, rec.digest
                 if rec.error:
                     row.status, row.error = ("unreadable" if rec.retry else "failed"), rec.error
-                    if row.id is not None:
+                    if not new:
                         s.execute(delete(Descriptor).where(Descriptor.image_id == row.id))
+                        descs.pop(row.id, None)
                         out.killed.append(row.id)
                         out.dropped.append(row.id)
                     out.errors.append((rec.path, rec.error))
                     continue
                 row.status, row.error = "indexed", ""
-                s.flush()
+                pending.append((rec, row, new))
+            s.flush()  # the new rows' ids, in one statement per table
+            for rec, row, new in pending:
                 out.ids[rec.path] = row.id
                 if rec.reuse_of is not None:
                     if rec.reuse_of == row.id:
                         continue  # touched, same bytes: nothing to recompute
-                    src = s.get(Descriptor, (rec.reuse_of, space_id))
-                    srow = s.get(Image, rec.reuse_of)
+                    src, srow = descs[rec.reuse_of], rows[rec.reuse_of]
                     raw, grid, gh, gw = src.raw, src.grid, src.grid_h, src.grid_w
                     row.width, row.height, row.taken, row.sharpness = srow.width, srow.height, srow.taken, srow.sharpness
                     row.phash, row.thumb, row.border, row.camera = srow.phash, srow.thumb, srow.border, srow.camera
@@ -583,7 +598,7 @@ class Catalog:
                     row.width, row.height = rec.width, rec.height
                     row.taken, row.sharpness, row.phash, row.thumb = rec.taken, rec.sharpness, rec.phash, rec.thumb
                     row.border, row.camera = rec.border, rec.camera
-                dsc = s.get(Descriptor, (row.id, space_id))
+                dsc = None if new else descs.get(row.id)  # a new row has no descriptor anywhere
                 if dsc is None:
                     s.add(Descriptor(image_id=row.id, space_id=space_id, raw=raw, grid=grid, grid_h=gh, grid_w=gw, gen=gen))
                 else:
