@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__")
 # benchmarks that read no shared photo (synthetic vectors, random images); every other one does,
 # a new one too until it is listed here
-SYNTHETIC = {"backbone_speed", "hew_speed", "pg_latency", "query_latency"}
-SERVERS = {"pg_latency": "postgres", "ray_throughput": "ray"}
+SYNTHETIC = {"backbone_speed", "hew_speed", "pg_latency", "query_latency", "writer_rate"}
+SERVERS = {"pg_latency": "postgres", "ray_throughput": "ray", "writer_rate": "postgres"}
 QUICK = {"enlarged", "hew_speed", "query_latency"}  # under 5 s here; the others are marked slow
 TIMEOUT_S = 300  # each; the slowest smoke run takes about 30 s here
 # a figure: a decimal number, or a number with its unit
