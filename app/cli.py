@@ -248,9 +248,10 @@ def cmd_index(a) -> int:
                     print(f"{'' if not tty else chr(13)}skipped {display(p)}: {r}", file=sys.stderr)
                 if tty:
                     width = 30
-                    frac = prog.done / prog.total if prog.total else 1.0
+                    done, total = prog.tuned if prog.phase == "tuning the 8-bit model" else (prog.done, prog.total)
+                    frac = done / total if total else 1.0
                     bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
-                    print(f"\r[{bar}] {prog.done}/{prog.total} failed {prog.failed} {prog.rate:.1f} img/s "
+                    print(f"\r[{bar}] {done}/{total} failed {prog.failed} {prog.rate:.1f} img/s "
                           f"ETA {_fmt_eta(prog.eta_s)} {prog.phase:<12}", end="", file=sys.stderr, flush=True)
         if tty:
             print(file=sys.stderr)

@@ -1064,7 +1064,7 @@ class MainWindow(QMainWindow):
 
     def open_settings(self):
         # the results shown as the toolbar has them (OK must not put "Show 200" back to 100)
-        dlg = SettingsDialog(replace(self.svc.settings, top=self.results.count.value()), self)
+        dlg = SettingsDialog(replace(self.svc.settings, top=self.results.count.value()), self, self.indexing.paces())
         if dlg.exec() != QDialog.Accepted:
             return
         self.apply_settings(dlg.result_settings())

@@ -41,9 +41,12 @@ TIMEOUT_S = 1200
 
 
 def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, log: Callable[[str], None] = print,
-             cancelled: Callable[[], bool] = lambda: False) -> bytes | None:
+             cancelled: Callable[[], bool] = lambda: False,
+             steps: Callable[[int, int], None] = lambda done, total: None) -> bytes | None:
     """The packed int8 model of `bb`, calibrated on (at most CALIBRATION_PHOTOS of) `photos` at
-    `max_side`; None when cancelled. Raises EngineError when it cannot be made."""
+    `max_side`; None when cancelled. Raises EngineError when it cannot be made. `steps(done,
+    total)` is told every tenth of a second how many of the calibration photos NNCF has
+    prepared (its one pass over them; ~6 s of imports come first)."""
     if not int8_available():
         raise EngineError("an 8-bit model cannot be made here: it needs OpenVINO and NNCF (pip install nncf), "
                           "outside the app bundle")
@@ -72,8 +75,10 @@ def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, l
             # Its output goes to a file: a pipe nobody reads could fill and block it.
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err_file, cwd=d)
             t0 = time.monotonic()
+            counted = Path(d) / "steps"  # the child's count of photos prepared
             try:
                 while proc.poll() is None:
+                    steps(_count(counted), len(photos))
                     if cancelled() or time.monotonic() - t0 > TIMEOUT_S:
                         proc.kill()
                         proc.wait()
@@ -88,6 +93,14 @@ def quantise(bb: Backbone, photos: list[str], max_side: int, models_dir: Path, l
             last = (errors.read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
             raise EngineError(f"the 8-bit model could not be made: {last[:300]}")
         return pack(out.read_bytes(), weights.read_bytes())
+
+
+def _count(path: Path) -> int:
+    """The number in `path` (0 while it is not there or half written)."""
+    try:
+        return int(path.read_text() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 def _make(base: str, max_side: int, mean: tuple, std: tuple, listing: Path, out: Path) -> int:
@@ -108,7 +121,12 @@ def _make(base: str, max_side: int, mean: tuple, std: tuple, listing: Path, out:
     if not readable:
         raise RuntimeError("none of the calibration photos could be read")
 
+    seen = [0]
+    steps = out.with_name("steps")  # photos prepared so far, for the parent's progress
+
     def transform(p):
+        seen[0] += 1
+        steps.write_text(str(seen[0]))
         try:
             return load_prepared(p, max_side, mean, std).array[None]
         except Exception:  # noqa: BLE001 - unreadable after all: a mean-grey picture, inside every range

@@ -441,12 +441,12 @@ class LibraryService:
         except OSError:  # a data folder that cannot be written: checked against the row's digest only
             pass
 
-    def _make_model(self, photos: list[str], cancelled) -> bytes | None:
+    def _make_model(self, photos: list[str], cancelled, steps) -> bytes | None:
         """The target space's own int8 model, tuned on `photos` (features/quantise.py)."""
         space = self.writer.target.row.info
         weights = self.settings.weights if space.backbone == self.settings.backbone else ""
         bb = load_backbone(space.backbone, weights or None)
-        blob = quantise(bb, photos, space.max_side, models_dir(self.home), self._log, cancelled)
+        blob = quantise(bb, photos, space.max_side, models_dir(self.home), self._log, cancelled, steps)
         if blob is not None:
             self._trust_model(space, hashlib.sha256(blob).hexdigest())
         return blob
