@@ -68,9 +68,9 @@ def top(sims: np.ndarray, k: int) -> np.ndarray:
 
 def build_graph(store, n, a):
     """The app's graph (store.build_graph), optionally on more threads or loaded from a file."""
-    from app.core.index.vectors import HnswGraph
+    from app.core.index.vectors import HNSW_EF_CONSTRUCTION, HNSW_M, HnswGraph
 
-    path = a.graph_file and a.graph_file.with_name(f"{a.graph_file.name}.{n}x{store.dim}")
+    path = a.graph_file and a.graph_file.with_name(f"{a.graph_file.name}.{n}x{store.dim}.M{HNSW_M}.ef{HNSW_EF_CONSTRUCTION}")
     if path and path.exists():
         import hnswlib
 
@@ -82,15 +82,7 @@ def build_graph(store, n, a):
             sys.exit(f"{path} holds a graph of other vectors: delete it")
         store.graph = HnswGraph(store.dim, index=index)
         return "loaded"
-    if a.build_threads == 1:
-        store.build_graph()
-    else:
-        vecs, _ = store.view()
-        g = HnswGraph(store.dim, capacity=max(1024, int(n * 1.25)))
-        g.index.set_num_threads(a.build_threads)
-        g.index.add_items(vecs, np.arange(n))
-        g.index.set_num_threads(1)
-        store.graph = g
+    store.build_graph(threads=a.build_threads)  # as the app builds it
     if path:
         store.graph.index.save_index(str(path))
     return "built"
@@ -145,13 +137,19 @@ def main():
     ap.add_argument("--sweep", type=int, nargs="*", default=[],
                     help="also measure these fixed HNSW beams (ef): recall@200/@800 and graph latency")
     ap.add_argument("--graph-file", type=Path, help="keep the built graph here and reuse it (tuning runs)")
-    ap.add_argument("--build-threads", type=int, default=1, help="threads for the graph build (the app uses 1)")
+    ap.add_argument("--build-threads", type=int, help="threads for the graph build (default: every core, as the app)")
+    ap.add_argument("--m", type=int, help="the graph's M (default: the app's vectors.HNSW_M)")
+    ap.add_argument("--ef-construction", type=int, help="the graph's ef_construction (default: the app's)")
     ap.add_argument("--filtered", type=float, nargs="*", default=[],
                     help="also time searches allowed only this fraction of the library (a folder filter)")
     ap.add_argument("--smoke", action="store_true",
                     help="a check that it runs (tests/test_benchmarks.py): 1,000 photos searched exactly and 3,000 "
                          "by the graph, 10 queries, a filter and a beam")
     a = ap.parse_args()
+    from app.core.index import vectors
+
+    vectors.HNSW_M = a.m or vectors.HNSW_M
+    vectors.HNSW_EF_CONSTRUCTION = a.ef_construction or vectors.HNSW_EF_CONSTRUCTION
     if a.smoke:
         a.n, a.queries, a.filtered, a.sweep = [1000, 3000], 10, [0.1], [800]
         exact_up_to(2000 * a.d)
@@ -198,7 +196,8 @@ def main():
         if a.sweep and store.graph is not None:
             sweep(store.graph.index, data, queries, a.sweep)
         lat, lat_short = np.array(lat) * 1000, np.array(lat_short) * 1000
-        print(f"n = {n:,} D = {a.d}: {backend} search ({how} in {build:.0f} s); shortlist top-{a.k} p50 "
+        print(f"n = {n:,} D = {a.d}: {backend} search ({how} in {build:.0f} s, M = {vectors.HNSW_M}, "
+              f"ef_construction = {vectors.HNSW_EF_CONSTRUCTION}, {a.build_threads or os.cpu_count()} threads); shortlist top-{a.k} p50 "
               f"{np.percentile(lat_short, 50):.1f} ms; shortlist + alpha-QE + HeR k={a.k}: p50 {np.percentile(lat, 50):.1f} ms, "
               f"p95 {np.percentile(lat, 95):.1f} ms; recall vs exact @{a.k} {recall[a.k]:.3f}, @800 {recall[800]:.3f}; "
               f"memory {mem:.0f} bytes/photo", flush=True)

@@ -223,11 +223,17 @@ class VectorStore:
         ids = self._ids[: self.n]
         return ids[ids >= 0]
 
-    def build_graph(self, cancelled=None) -> bool:
-        """Build the HNSW graph over the live slots (False when cancelled)."""
+    def build_graph(self, cancelled=None, threads: int | None = None) -> bool:
+        """Build the HNSW graph over the live slots on `threads` threads (default: every core;
+        searches meanwhile use the previous snapshot, and a whole build is worth the cores it
+        can have); False when cancelled."""
         g = HnswGraph(self.dim, capacity=max(1024, int(self.n * 1.25)))
         live = np.nonzero(self._ids[: self.n] >= 0)[0]
-        g.add(live, self._buf[live], cancelled)
+        g.index.set_num_threads(threads or os.cpu_count() or 1)
+        try:
+            g.add(live, self._buf[live], cancelled)
+        finally:
+            g.index.set_num_threads(1)
         if cancelled is not None and cancelled():
             return False
         self.graph = g
