@@ -184,6 +184,8 @@ class IndexingController(QObject):
             # each precision's own: Settings says whether 8-bit is faster here, measured
             self.ui_settings.setValue(f"model_pace/{svc.settings.precision}", round(self.model_pace, 3))
         note = ", paused" if self.paused else ""
+        if prog.phase != "tuning the 8-bit model":
+            self._tuning_from = None  # a later tuning counts its own pace
         if prog.phase == "scanning":
             text = "Looking for new and changed photos…"
         elif prog.phase == "tuning the 8-bit model":
