@@ -256,8 +256,8 @@ def test_settings_change_asks_with_count_and_time_then_reindexes(qtbot, window, 
 
 
 def test_the_re_index_question_counts_the_8_bit_tuning(qtbot, window, photo_dir, monkeypatch):
-    """(trial, round 4) "443 photos, about 16 seconds" was asked before an 8-bit re-index that
-    took 52 s, 28 s of them tuning the model first."""
+    """"443 photos, about 16 seconds" was asked before an 8-bit re-index that took 52 s, 28 s of
+    them tuning the model first: the estimate counts the tuning."""
     from dataclasses import replace
 
     index_folder(qtbot, window, photo_dir)
@@ -266,7 +266,9 @@ def test_the_re_index_question_counts_the_8_bit_tuning(qtbot, window, photo_dir,
     window.apply_settings(replace(window.svc.settings, precision="int8"))
     assert asked and "12 photos" in asked[0]
     secs = re.search(r"about (\d+) second", asked[0])
-    assert secs and int(secs.group(1)) >= 30, asked[0]
+    # the tiny network describes 12 photos in well under a second; the tuning's start alone (its
+    # imports) takes ~6 s, then its photos at half the model's pace
+    assert secs and int(secs.group(1)) >= 6, asked[0]
 
 
 def test_new_settings_for_a_library_without_photos_ask_nothing(qtbot, window, monkeypatch):
