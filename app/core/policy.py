@@ -285,3 +285,18 @@ def search_plan(n: int, box: bool, qe: str = "auto", her: str = "auto", box_mode
     return SearchPlan(True if qe == "auto" else qe == "on", qe_n, qe_alpha,
                       "auto" if her == "auto" else her == "on", her_k,
                       BOX_MODE if box_mode == "auto" else box_mode)
+
+
+# A whole photo dropped or pasted is also described turned 90, 180 and 270 degrees, and searched
+# in the turn whose first TURN_TOP photos stand out most from the next ones (up to TURN_REFERENCE;
+# mean cosines in the searched space) when it beats the photo as it is by TURN_MARGIN: scanners,
+# old cameras and editors store photos sideways without a tag, and such a photo found nothing but
+# its own copies (a Louvre photo read every other photo at 0.02). How far the first photos stand
+# out tells the turn (Paris, three landmarks: 0.104-0.142 upright, 0.056-0.096 turned); the level
+# of the first ten does not (a turned Eiffel Tower read them at 0.714, upright 0.701). The margin
+# keeps an upright photo upright unless a turn clearly finds more. benchmarks/orientation.py
+# measures it. Three more CNN passes per new query photo, and four short searches per search.
+TURN_QUERIES = True
+TURN_TOP = 10
+TURN_REFERENCE = 100
+TURN_MARGIN = 0.01
