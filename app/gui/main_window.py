@@ -777,22 +777,29 @@ class MainWindow(QMainWindow):
         if taken is None:
             return  # a stale answer never replaces a newer one
         before, same_query, again = taken
-        self.loader.clear_queue()
-        # the overlay shows what matches this query; its own photo and copies, its own heat,
-        # stretched as the query pane draws it
-        own = normalise(res.query_weights) if res.box is None and res.query_weights is not None else None
-        self.bridge.matches.set_query(res.query_raw, own, res.query_size, res.generation)
-        self.delegate.forget()
-        # the same query searched again by the window (the library changed, a run stopped): the
-        # photo the person had selected stays selected; folded into another's tile since, that tile
-        cur = self.results_view.currentIndex().data(HitRole) if same_query and again else None
+        # the same request answered again: searched in another turn, its first results' details
+        # compared (SearchResult.settled)
+        settling = before is not None and before.request_id == res.request_id
+        if not settling:
+            self.loader.clear_queue()
+        if not settling or not np.array_equal(before.query_raw, res.query_raw):
+            # the overlay shows what matches this query; its own photo and copies, its own heat,
+            # stretched as the query pane draws it
+            own = normalise(res.query_weights) if res.box is None and res.query_weights is not None else None
+            self.bridge.matches.set_query(res.query_raw, own, res.query_size, res.generation)
+            self.delegate.forget()
+        # the same query searched again by the window (the library changed, a run stopped) or
+        # settled: the photo the person had selected stays selected; folded into another's tile
+        # since, that tile
+        cur = self.results_view.currentIndex().data(HitRole) if same_query and (again or settling) else None
         self.results_model.set_hits(res.hits)
-        self.preview.clear()
         keep = None if cur is None else next((row for row, h in enumerate(res.hits) if h.path == cur.path), None)
         if keep is None and cur is not None:
             keep = next((row for row, h in enumerate(res.hits) if cur.path in h.hidden_copies), None)
         if keep is not None:
             self.results_view.setCurrentIndex(self.results_model.index(keep))
+        else:
+            self.preview.clear()
         self._apply_cutoff()
         self._refresh_viewer()
         if self.search.scroll_top:  # a new query: its best results first
@@ -803,7 +810,8 @@ class MainWindow(QMainWindow):
         self.status_label.setText(text)
         if tip:
             self.status_label.setToolTip(tip)
-        self.searchFinished.emit(res)
+        if res.settled:
+            self.searchFinished.emit(res)
 
     def _on_search_failed(self, req_id, msg):
         what = self.search.fail(req_id, msg)

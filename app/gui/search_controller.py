@@ -133,14 +133,22 @@ class SearchController(QObject):
                  if again and same and before is not None and before.space_id not in (0, res.space_id)
                  and space is not None and space.id == res.space_id else "")
         t = res.timings
-        text = (f"Search took {t.get('query_ms', 0) + t.get('total_ms', 0):.0f} ms"
-                f"{' (box)' if res.box else ''}{moved}{self.next_note}")
-        self.next_note = ""
+        # a whole photo's results come first; then its turns are searched and the first results'
+        # details compared with the photo's (Searcher.search's early answers)
+        took = t.get("elapsed_ms", t.get("query_ms", 0) + t.get("total_ms", 0))
+        first = ("; refining…" if not res.settled else
+                 f" (first results in {t['shown_ms']:.0f} ms)" if "shown_ms" in t else "")
+        text = f"Search took {took:.0f} ms{' (box)' if res.box else ''}{first}{moved}{self.next_note}"
+        if res.settled:
+            self.next_note = ""
         plan, how = res.plan, []
         if plan is not None and plan.qe:
             how.append("the photo was blended with its closest matches (query expansion)")
         if plan is not None and plan.her:
             how.append("the best results were reordered by how they resemble each other (heat re-ranking)")
+        if not res.settled:
+            how.append("the photo is also searched turned (a photo stored sideways) and the first results are compared"
+                       " detail by detail with it")
         if plan is not None and plan.verified:
             how.append(f"the first results were compared detail by detail with the photo: {plan.verified} share many"
                        f" of its details, those sharing few read {verification.BELOW_STEP:.2f} at most, as do the"

@@ -135,6 +135,7 @@ class SearchResult:
     generation: int = 0
     query_raw: np.ndarray | None = field(default=None, repr=False)  # (C,) float32 raw descriptor: match_grid's query
     space_id: int = 0  # the descriptor space that answered (another after a change of model)
+    settled: bool = True  # False: the first results before their details are compared (`Searcher.search`'s early)
 
 
 RESULT_MAPS_BYTES = 48 << 20  # result photos' maps kept for match grids (~1.3 MB each at 512 px; more with larger models)
@@ -257,14 +258,15 @@ class Searcher:
         return image_size(req.path) if req.path else req.image.size
 
     def query_descriptor(self, req: SearchRequest, snap, plan: policy.SearchPlan
-                         ) -> tuple[Described, tuple[int, int], bool, ImageRow | None]:
-        """(description, oriented query size, used_cnn, library row or None)."""
+                         ) -> tuple[Described, tuple[int, int], bool, ImageRow | None, bool]:
+        """(description of the photo as it is, oriented query size, used_cnn, library row or None,
+        turnable: a whole photo described by the CNN, searched in its best turn: `_best_turn`)."""
         params = HewParams(snap.space.threshold, snap.space.z_ratio)
         own = self._library_row(req.path, snap)
         if req.box is None and own is not None:  # a library photo: its stored descriptor, no CNN
             stored = self.svc.catalog.descriptor(own.id, snap.space.id)
             if stored is not None:
-                return Described(stored[0], stored[1]), (own.width, own.height), False, own
+                return Described(stored[0], stored[1]), (own.width, own.height), False, own, False
         crop = None
         if req.box is not None and plan.box_mode in ("crop", "hybrid"):
             ex = self.svc.extractor(snap.space)
@@ -278,36 +280,37 @@ class Searcher:
             bx1, by1, bx2, by2 = req.box
             crop.where = (x1, y1, min(x2, float(bx2)), min(y2, float(by2)))
             if plan.box_mode == "crop":
-                return _described(crop, req), prepared.orig_size, True, own
+                return _described(crop, req), prepared.orig_size, True, own, False
         fm, ran = self.feature_map(req, snap)
         d = describe_map(fm, snap.mu, req.box, params)
-        if req.box is None and policy.TURN_QUERIES:
-            d, turned = self._best_turn(req, snap, d, params)
-            ran = ran or turned
         if crop is not None:  # hybrid: the map's cells and the crop's own pass, summed
             v = d.raw.astype(np.float64) + crop.raw
             # the overlay shows the crop pass's share grid: it covers the box as drawn, where the
             # map's cells stick out of it by up to half a cell (the heat read 6-12 px off the box)
             d = Described((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32), crop.share, crop.where)
             ran = True
-        return _described(d, req), fm.orig_size, ran, own
+        return _described(d, req), fm.orig_size, ran, own, req.box is None and policy.TURN_QUERIES
 
     # ---- search ---------------------------------------------------------------------------------
-    def search(self, req: SearchRequest) -> SearchResult:
+    def search(self, req: SearchRequest, early: Callable[[SearchResult], None] | None = None) -> SearchResult:
         """Answer one request on the library's current snapshot. A snapshot of a shared library
         whose search table a refit replaced (and dropped) is refreshed and the search run again.
-        While the
-        library's server is known not to answer, fails at once with one line (ServerUnreachable);
-        a database failure is the catalog's one-line error, never a driver's message."""
+        While the library's server is known not to answer, fails at once with one line
+        (ServerUnreachable); a database failure is the catalog's one-line error, never a driver's
+        message. early: given the answer before its first results' details are compared (settled
+        False), when they are: a new photo's first whole-photo search shows its results as the
+        photo is in ~0.15 s, its best turn's if another (`_best_turn`, ~0.2 s), the comparison's
+        ~0.6-0.9 s later (2 cores), which only lowers numbers and lifts the photos that share the
+        query's details (`_verified`)."""
         self.svc.check_reachable()
         try:
             snap = self.svc.snapshot()
             for _ in range(STALE_RETRIES):
                 try:
-                    return self._search(req, snap)
+                    return self._search(req, snap, early)
                 except StaleSnapshotError:  # refits in a row: each retry reads the newest table
                     snap = self.svc.fresh_snapshot()
-            return self._search(req, snap)
+            return self._search(req, snap, early)
         except HeatSearchError as e:
             self.svc.explain(e)  # a ServerUnreachable starts the outage state
             raise
@@ -317,7 +320,7 @@ class Searcher:
                 raise
             raise err from e
 
-    def _search(self, req: SearchRequest, snap) -> SearchResult:
+    def _search(self, req: SearchRequest, snap, early=None) -> SearchResult:
         t0 = time.perf_counter()
         if req.path is None and req.image is None:
             raise InputError("a search needs a photo")
@@ -336,18 +339,38 @@ class Searcher:
             req = _with_box(req, check_box(req.box, size))
         plan = policy.search_plan(snap.n_alive, req.box is not None, req.qe, req.her, req.mode, req.qe_n, req.qe_alpha, req.her_k)
         try:
-            d, size, used_cnn, own = self.query_descriptor(req, snap, plan)
+            d, size, used_cnn, own, turnable = self.query_descriptor(req, snap, plan)
         except ImageError as e:
             raise InputError(f"cannot read the query photo: {e}") from e
         t1 = time.perf_counter()
         pinned, same = self._pinned(req, own, snap)
-        hits, total, timings, plan = self.rank(d.raw, req, snap, plan, pinned,
-                                               query_thumb=self._query_thumb(req, own), same=same)
-        timings.update(query_ms=(t1 - t0) * 1000)
-        w = d.share / max(float(d.share.max()), 1e-12) if d.share is not None else None
-        return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
-                            d.where if req.box is not None else None, plan, total, snap.generation, d.raw,
-                            snap.space.id if snap.space is not None else 0)
+        thumb = self._query_thumb(req, own)
+
+        first_shown = []  # ms from the request to its first early answer
+
+        def result(d, hits, total, timings, plan, settled=True) -> SearchResult:
+            timings.update(query_ms=(t1 - t0) * 1000, elapsed_ms=(time.perf_counter() - t0) * 1000)
+            if not settled and not first_shown:
+                first_shown.append(timings["elapsed_ms"])
+            if settled and first_shown:
+                timings.update(shown_ms=first_shown[0])
+            w = d.share / max(float(d.share.max()), 1e-12) if d.share is not None else None
+            return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
+                                d.where if req.box is not None else None, plan, total, snap.generation, d.raw,
+                                snap.space.id if snap.space is not None else 0, settled)
+
+        shown = False  # whether `early` has the answer for the description searched
+        if turnable:
+            # a whole photo as it is first, then its turns (three more CNN passes, ~0.2 s here)
+            if early is not None:
+                early(result(d, *self.rank(d.raw, req, snap, plan, pinned, thumb, same, verify=False), settled=False))
+                shown = True
+            turned, ran = self._best_turn(req, snap, d, HewParams(snap.space.threshold, snap.space.z_ratio))
+            used_cnn = used_cnn or ran
+            if turned is not d:  # a photo stored sideways: its turn's first results, then their details
+                d, shown = _described(turned, req), False
+        told = None if early is None or shown else (lambda *answer: early(result(d, *answer, settled=False)))
+        return result(d, *self.rank(d.raw, req, snap, plan, pinned, thumb, same, early=told))
 
     def match_grid(self, query_raw: np.ndarray, path: str) -> np.ndarray:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
@@ -474,13 +497,16 @@ class Searcher:
         return final, scores, her
 
     def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
-             pinned: list[int] = (), query_thumb: bytes = b"", same: list[int] = ()
+             pinned: list[int] = (), query_thumb: bytes = b"", same: list[int] = (), early=None, verify: bool = True
              ) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
         """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
         before the cut-off, timings, the plan as applied: HeR "auto" decided for this query, and
         off where its ranking drifted). pinned: ids ranked first (the query's own file and its
         byte-identical copies that the filters admit; `same`: all of these, filter or not).
-        query_thumb: the query's thumbnail; its copies are ranked first (after its own file)."""
+        query_thumb: the query's thumbnail; its copies are ranked first (after its own file).
+        early: called with the same four before the first results' details are compared
+        (`_verified`, ~0.6 s for a new photo's first search on 2 cores), when they are; verify:
+        whether they are."""
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
         filters = req.filters if req.filters.active else None
@@ -533,62 +559,70 @@ class Searcher:
         w_rel = self._relevance(final.ids[:n], final.vectors[:n] @ q, whole_scores[:n], list(final.vectors[:n]),
                                 scale, sl, same + copies)
         w_rel[np.isin(final.ids[:n], same + copies)] = 1.0
+
+        def finish(w_rel, plan, verify_ms):
+            """(hits, total, timings, plan) from the relevance `w_rel` (n,) of the ranking's first n
+            results: ordered by it, the filter's photos, the pinned first, each hit's relevance."""
+            ranked, sc = final, scores
+            order = np.concatenate([np.argsort(-w_rel, kind="stable"), np.arange(n, len(ranked.ids))])
+            ranked = Shortlist(ranked.ids[order], ranked.sims[order], ranked.vectors[order])
+            sc, w_rel = sc[order], w_rel[order[:n]]
+            at = {int(i): r for i, r in zip(ranked.ids[:n].tolist(), w_rel)}
+            floor = float(w_rel[-1]) if n else 1.0
+            if filters is not None and len(ranked):
+                # A filter shows its photos in the whole library's order, each with its relevance
+                # there: ranked among the filter's photos alone, the best of them scored 1 (HeR's
+                # heat is spread best 1, last 0), so a search with no right answer in the filtered
+                # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. Then, in their own
+                # ranking, the filter's photos beyond the whole library's shortlist.
+                part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same + copies, copies=copies)
+                inside = np.isin(ranked.ids, self._admitted(filters, ranked.ids))
+                rest = ~np.isin(part.ids, ranked.ids)
+                tail = float(sc.min()) if len(sc) else 0.0
+                ranked = Shortlist(np.concatenate([ranked.ids[inside], part.ids[rest]]),
+                                   np.concatenate([ranked.sims[inside], part.sims[rest]]),
+                                   np.concatenate([ranked.vectors[inside], part.vectors[rest]]))
+                sc = np.concatenate([sc[inside], np.minimum(part_scores[rest], tail)])
+            plan = replace(plan, her=her)  # as applied: HeR's ranking dropped when it drifted
+            t2 = time.perf_counter()
+            ids = ranked.ids
+            vec_of = {int(i): v for i, v in zip(ranked.ids[: req.top + 200].tolist(), ranked.vectors[: req.top + 200])}
+            if pinned:
+                keep = ~np.isin(ids, pinned)
+                ids = np.concatenate([np.asarray(pinned, np.int64), ids[keep]])
+                sc = np.concatenate([np.ones(len(pinned)), sc[keep]])
+                lacking = [i for i in pinned if i not in vec_of]
+                if lacking:
+                    got, vecs = snap.vectors_of(lacking)
+                    vec_of.update({int(i): v for i, v in zip(got.tolist(), vecs)})
+            hits = self._hits(ids, np.clip(sc, 0.0, 1.0), q, snap, req, set(pinned), vec_of, query_thumb, copy_of)
+            if hits:
+                # the query's own file and copies read 1; photos beyond the whole library's first
+                # results (a filter's own), their own relevance, no more than the last of those
+                rel = np.array([1.0 if h.duplicate or h.copy else at.get(h.ranked_id, np.nan) for h in hits])
+                beyond = np.flatnonzero(np.isnan(rel))
+                if len(beyond):
+                    ids = np.array([hits[i].ranked_id for i in beyond], np.int64)
+                    rel[beyond] = np.minimum(self._relevance(
+                        ids, [hits[i].similarity for i in beyond], [hits[i].score for i in beyond],
+                        [vec_of.get(int(i)) for i in ids], scale, sl, same + copies), floor)
+                rel = np.minimum.accumulate(rel)  # a guarantee: already in order
+                for h, r in zip(hits, rel):
+                    h.score = float(r)
+            total = len(hits)
+            hits = [h for h in hits if h.score >= req.min_score][: req.top]
+            for i, h in enumerate(hits):
+                h.rank = i + 1
+            return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000, "verify_ms": verify_ms,
+                                 "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
+
+        if not (her and whole_photo and verify):
+            return finish(w_rel, plan, 0.0)
+        if early is not None:
+            early(*finish(w_rel, plan, 0.0))
         t_verify = time.perf_counter()
-        if her and whole_photo:
-            w_rel, above = self._verified(req, final.ids[:n], final.vectors[:n], q, w_rel, same + copies)
-            plan = replace(plan, verified=above)
-        t_verify = time.perf_counter() - t_verify
-        order = np.concatenate([np.argsort(-w_rel, kind="stable"), np.arange(n, len(final.ids))])
-        final = Shortlist(final.ids[order], final.sims[order], final.vectors[order])
-        scores, w_rel = scores[order], w_rel[order[:n]]
-        at = {int(i): r for i, r in zip(final.ids[:n].tolist(), w_rel)}
-        floor = float(w_rel[-1]) if n else 1.0
-        if filters is not None and len(final):
-            # A filter shows its photos in the whole library's order, each with its relevance
-            # there: ranked among the filter's photos alone, the best of them scored 1 (HeR's
-            # heat is spread best 1, last 0), so a search with no right answer in the filtered
-            # folder read 0.55-0.66 for wrong photos that read 0.08 unfiltered. Then, in their own
-            # ranking, the filter's photos beyond the whole library's shortlist.
-            part, part_scores, _ = self._ranking(q, k, filters, plan, snap, same + copies, copies=copies)
-            inside = np.isin(final.ids, self._admitted(filters, final.ids))
-            rest = ~np.isin(part.ids, final.ids)
-            tail = float(scores.min()) if len(scores) else 0.0
-            final = Shortlist(np.concatenate([final.ids[inside], part.ids[rest]]),
-                              np.concatenate([final.sims[inside], part.sims[rest]]),
-                              np.concatenate([final.vectors[inside], part.vectors[rest]]))
-            scores = np.concatenate([scores[inside], np.minimum(part_scores[rest], tail)])
-        plan = replace(plan, her=her)  # as applied: HeR's ranking dropped when it drifted
-        t2 = time.perf_counter()
-        ids = final.ids
-        vec_of = {int(i): v for i, v in zip(final.ids[: req.top + 200].tolist(), final.vectors[: req.top + 200])}
-        if pinned:
-            keep = ~np.isin(ids, pinned)
-            ids = np.concatenate([np.asarray(pinned, np.int64), ids[keep]])
-            scores = np.concatenate([np.ones(len(pinned)), scores[keep]])
-            lacking = [i for i in pinned if i not in vec_of]
-            if lacking:
-                got, vecs = snap.vectors_of(lacking)
-                vec_of.update({int(i): v for i, v in zip(got.tolist(), vecs)})
-        hits = self._hits(ids, np.clip(scores, 0.0, 1.0), q, snap, req, set(pinned), vec_of, query_thumb, copy_of)
-        if hits:
-            # the query's own file and copies read 1; photos beyond the whole library's first
-            # results (a filter's own), their own relevance, no more than the last of those
-            rel = np.array([1.0 if h.duplicate or h.copy else at.get(h.ranked_id, np.nan) for h in hits])
-            beyond = np.flatnonzero(np.isnan(rel))
-            if len(beyond):
-                ids = np.array([hits[i].ranked_id for i in beyond], np.int64)
-                rel[beyond] = np.minimum(self._relevance(
-                    ids, [hits[i].similarity for i in beyond], [hits[i].score for i in beyond],
-                    [vec_of.get(int(i)) for i in ids], scale, sl, same + copies), floor)
-            rel = np.minimum.accumulate(rel)  # a guarantee: already in order
-            for h, r in zip(hits, rel):
-                h.score = float(r)
-        total = len(hits)
-        hits = [h for h in hits if h.score >= req.min_score][: req.top]
-        for i, h in enumerate(hits):
-            h.rank = i + 1
-        return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000, "verify_ms": t_verify * 1000,
-                             "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
+        w_rel, above = self._verified(req, final.ids[:n], final.vectors[:n], q, w_rel, same + copies)
+        return finish(w_rel, replace(plan, verified=above), (time.perf_counter() - t_verify) * 1000)
 
     VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's (0: none)
     LOCAL_KEPT = 64  # photos whose local features are kept (up to 260 KB each): a search redone reads none again
@@ -847,6 +881,16 @@ class SearchWorker:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
+    def _early(self, req: SearchRequest) -> Callable[[SearchResult], None]:
+        """The callback that shows `req`'s first results before their details are compared,
+        unless another request has come since."""
+        def show(res: SearchResult) -> None:
+            with self._cond:
+                newer = self._pending is not None or self._stop
+            if not newer:
+                self.on_result(res)
+        return show
+
     def _run(self):
         while True:
             with self._cond:
@@ -856,7 +900,7 @@ class SearchWorker:
                     return
                 req, self._pending = self._pending, None
             try:
-                self.on_result(self.searcher.search(req))
+                self.on_result(self.searcher.search(req, self._early(req)))
             except HeatSearchError as e:
                 self.on_error(req.id, str(e))
             except Exception as e:  # noqa: BLE001 - shown to the user, never a silent thread death
