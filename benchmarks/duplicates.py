@@ -6,10 +6,13 @@ photos.
     python benchmarks/duplicates.py --smoke             # a check that both run: 300 photos; 6 sources
 
 Quality set (`make_set`), built like the trial on unseen photos in issue 19: 150 sources (75 UKBench
-objects at 640x480, 75 Paris photos at ~1024 px), each with 3 of 12 edits (JPEG quality 40-70,
+objects at 640x480, 75 Paris photos at ~1024 px), each with 3 of 22 edits (JPEG quality 40-70,
 resized to 40-70 %, rotated 90/180/270, mirrored, cropped to 55-85 % of each side, trimmed to
 96-98.5 % of each side (92-97 % of the pixels), cropped then resized to 60 %, brightness/contrast +-15 %, a 30 px white border, stored turned with an EXIF
-orientation (quality 95), a PNG copy, a byte copy); every other shared UKBench and Paris photo is
+orientation (quality 95), a PNG copy, a byte copy; black and white, sepia, a vignette, saturation,
+a "vintage" filter, a caption band, a watermark, straightened 2-8 degrees with its crop, stretched
+1.15-1.3x one way, a screenshot of it in an app's frame); 40 pairs of consecutive camera shots
+(`_consecutive`: never duplicates, "consecutive shots grouped" counts them); every other shared UKBench and Paris photo is
 a look-alike (the other views of each object, other photos of each building): similar, never a
 duplicate. A pair (source, edit) counts as found when both land in one group; precision counts
 every pair inside the groups; "the original kept" counts groups whose first member is the source.
@@ -37,7 +40,10 @@ from app.core.duplicates import NEAR_DEFAULT, group_duplicates  # noqa: E402
 from app.core.signature import THUMB  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
-EDITS = ("jpeg", "resize", "rotate", "mirror", "crop", "trim", "crop+resize", "bright", "border", "exif", "png", "copy")
+EDITS = ("jpeg", "resize", "rotate", "mirror", "crop", "trim", "crop+resize", "bright", "border", "exif", "png", "copy",
+         # the edits people make that the first twelve lack (issue 48, item 10)
+         "grey", "sepia", "vignette", "saturate", "vintage", "caption", "watermark", "straighten", "stretch",
+         "screenshot")
 
 
 def speed(n: int, d: int = 512, cameras: int = 1) -> None:
@@ -97,8 +103,89 @@ def _edit(img: Image.Image, kind: str, rnd: random.Random, src: Path, out: Path)
             "bright": lambda: ImageEnhance.Contrast(ImageEnhance.Brightness(img).enhance(rnd.uniform(0.85, 1.15)))
             .enhance(rnd.uniform(0.85, 1.15)),
             "border": lambda: ImageOps.expand(img, 30, fill="white"),
+            "grey": lambda: img.convert("L").convert("RGB"),
+            "sepia": lambda: ImageOps.colorize(img.convert("L"), (40, 26, 13), (255, 240, 192)),
+            "vignette": lambda: _vignette(img, rnd.uniform(0.5, 0.7)),
+            "saturate": lambda: ImageEnhance.Color(img).enhance(rnd.uniform(1.6, 2.0)),
+            "vintage": lambda: _vintage(img),
+            "caption": lambda: _text(img, rnd, caption=True),
+            "watermark": lambda: _text(img, rnd, caption=False),
+            "straighten": lambda: _straighten(img, rnd.uniform(2, 8) * rnd.choice([-1, 1])),
+            "stretch": lambda: img.resize((round(w * rnd.uniform(1.15, 1.3)), h), Image.LANCZOS),
+            "screenshot": lambda: _screenshot(img, rnd),
         }[kind]()
-        edited.save(out, "JPEG", quality=92)
+        edited.save(out, "PNG" if kind == "screenshot" else "JPEG", **({} if kind == "screenshot" else {"quality": 92}))
+
+
+def _vignette(img: Image.Image, strength: float) -> Image.Image:
+    """Corners darkened by up to `strength` (a filter app's vignette)."""
+    w, h = img.size
+    y, x = np.mgrid[0:h, 0:w]
+    r = np.hypot((x - w / 2) / (w / 2), (y - h / 2) / (h / 2)) / np.sqrt(2)  # 0 centre, 1 corner
+    gain = 1.0 - strength * np.clip((r - 0.35) / 0.65, 0, 1) ** 1.5
+    return Image.fromarray((np.asarray(img, np.float32) * gain[..., None]).clip(0, 255).astype(np.uint8))
+
+
+def _vintage(img: Image.Image) -> Image.Image:
+    """A "vintage" filter: faded blacks, lower contrast, a warm cast, a little less colour."""
+    a = np.asarray(ImageEnhance.Color(img).enhance(0.7), np.float32)
+    a = 40 + a * 0.75  # faded: blacks lifted, contrast down
+    a *= np.array([1.08, 1.0, 0.82], np.float32)  # warm
+    return Image.fromarray(a.clip(0, 255).astype(np.uint8))
+
+
+def _text(img: Image.Image, rnd: random.Random, caption: bool) -> Image.Image:
+    """A caption on a band along the bottom, or a half-transparent watermark across the middle."""
+    from PIL import ImageDraw, ImageFont
+
+    w, h = img.size
+    out = img.copy().convert("RGBA")
+    layer = Image.new("RGBA", out.size, (0, 0, 0, 0))
+    draw = ImageDraw.Draw(layer)
+    if caption:
+        size = max(12, h // 16)
+        font = ImageFont.load_default(size=size)
+        draw.rectangle((0, h - int(size * 1.8), w, h), fill=(0, 0, 0, 160))
+        draw.text((size // 2, h - int(size * 1.5)), rnd.choice(["Summer 2019", "Holiday in Paris", "For sale — call now"]),
+                  font=font, fill=(255, 255, 255, 255))
+    else:
+        size = max(16, w // 9)
+        font = ImageFont.load_default(size=size)
+        draw.text((w // 10, h // 2 - size // 2), "© PHOTOSTOCK", font=font, fill=(255, 255, 255, 110),
+                  stroke_width=2, stroke_fill=(0, 0, 0, 60))
+    return Image.alpha_composite(out, layer).convert("RGB")
+
+
+def _straighten(img: Image.Image, degrees: float) -> Image.Image:
+    """Turned by `degrees` and cropped to the largest rectangle of the same aspect that holds no
+    corner (what an editor's straighten tool does)."""
+    w, h = img.size
+    turned = img.rotate(degrees, Image.BICUBIC, expand=False)
+    a = np.radians(abs(degrees))
+    f = 1.0 / (np.cos(a) + max(w / h, h / w) * np.sin(a))  # the scale of the inscribed same-aspect rectangle
+    cw, ch = int(w * f), int(h * f)
+    return turned.crop(((w - cw) // 2, (h - ch) // 2, (w - cw) // 2 + cw, (h - ch) // 2 + ch))
+
+
+def _screenshot(img: Image.Image, rnd: random.Random) -> Image.Image:
+    """The photo as an app shows it, captured: a dark window with a title bar, a side panel and a
+    status bar, the photo scaled into the rest (a PNG, as screenshots are)."""
+    from PIL import ImageDraw
+
+    w, h = img.size
+    W, H = int(w * 1.35), int(h * 1.3)
+    shot = Image.new("RGB", (W, H), (38, 38, 42))
+    draw = ImageDraw.Draw(shot)
+    draw.rectangle((0, 0, W, int(H * 0.06)), fill=(60, 60, 66))  # title bar
+    draw.rectangle((0, int(H * 0.06), int(W * 0.18), H), fill=(48, 48, 54))  # side panel
+    for k in range(6):
+        y = int(H * (0.1 + 0.08 * k))
+        draw.rectangle((int(W * 0.02), y, int(W * 0.16), y + int(H * 0.04)), fill=(90, 90, 100))
+    area = (int(W * 0.2), int(H * 0.09), W - int(W * 0.02), H - int(H * 0.06))
+    scale = min((area[2] - area[0]) / w, (area[3] - area[1]) / h) * rnd.uniform(0.9, 1.0)
+    photo = img.resize((int(w * scale), int(h * scale)), Image.LANCZOS)
+    shot.paste(photo, (area[0] + (area[2] - area[0] - photo.width) // 2, area[1] + (area[3] - area[1] - photo.height) // 2))
+    return shot
 
 
 def make_set(out: Path, seed: int = 0, per_source: int = 3, sources: int = 75) -> dict[str, str]:
@@ -120,15 +207,50 @@ def make_set(out: Path, seed: int = 0, per_source: int = 3, sources: int = 75) -
     for p in sources:
         img = Image.open(p).convert("RGB")
         for kind in rnd.sample(EDITS, per_source):
-            name = f"{p.stem}__{kind}.{'png' if kind == 'png' else 'jpg'}"
+            name = f"{p.stem}__{kind}.{'png' if kind in ('png', 'screenshot') else 'jpg'}"
             _edit(img, kind, rnd, p, out / name)
             family[name] = p.stem
+    for k, p in enumerate(sorted((SHARED / "distractors").glob("*.jpg"))[: sources_bursts(len(sources))]):
+        for name in _consecutive(p, rnd, out, k):
+            family[name] = ""  # never a duplicate of the other shot
     return family
+
+
+def sources_bursts(sources: int) -> int:
+    """How many pairs of consecutive shots a set of `sources` sources gets (40 for the whole set)."""
+    return max(2, sources * 40 // 150)
+
+
+def _consecutive(src: Path, rnd: random.Random, out: Path, k: int) -> list[str]:
+    """Two camera shots of one scene a second or two apart, the camera moved a little (the second
+    framed 2-4 % further along each side and 1-3 % closer): EXIF DateTimeOriginal and a camera's
+    Make/Model in both. Another photo, not an edit of the first (issue 48, item 9)."""
+    img = Image.open(src).convert("RGB")
+    w, h = img.size
+    names = []
+    for shot, when in ((0, "2021:06:05 14:03:10"), (1, f"2021:06:05 14:03:{11 + rnd.randint(0, 1)}")):
+        if shot:
+            z = rnd.uniform(0.97, 0.99)
+            dx, dy = rnd.uniform(0.02, 0.04) * w * rnd.choice([-1, 1]), rnd.uniform(0.02, 0.04) * h * rnd.choice([-1, 1])
+            cw, ch = w * z * 0.92, h * z * 0.92
+            x0, y0 = (w - cw) / 2 + dx, (h - ch) / 2 + dy
+        else:
+            cw, ch, x0, y0 = w * 0.92, h * 0.92, w * 0.04, h * 0.04
+        frame = img.crop((round(x0), round(y0), round(x0 + cw), round(y0 + ch))).resize((w, h), Image.LANCZOS)
+        exif = Image.Exif()
+        exif[0x010F], exif[0x0110] = "Canon", "Canon EOS 80D"
+        exif.get_ifd(0x8769)[0x9003] = when
+        name = f"burst{k:02d}_{'ab'[shot]}.jpg"
+        frame.save(out / name, "JPEG", quality=92, exif=exif.tobytes())
+        names.append(name)
+    return names
 
 
 EXPECTED = {"copy": "exact", "png": "format", "jpeg": "reencoded", "exif": "reencoded", "resize": "resized",
             "rotate": "turned", "mirror": "turned", "crop": "crop", "trim": "crop", "crop+resize": "crop", "bright": "edited",
-            "border": "bordered"}
+            "border": "bordered", "grey": "edited", "sepia": "edited", "vignette": "edited", "saturate": "edited",
+            "vintage": "edited", "caption": "edited", "watermark": "edited", "straighten": "crop", "stretch": "resized",
+            "screenshot": "bordered"}
 
 
 def score(groups, family: dict[str, str]) -> dict:
@@ -159,9 +281,11 @@ def score(groups, family: dict[str, str]) -> dict:
                         kind = n.split("__")[1].rsplit(".", 1)[0]
                         relation_right[kind].append(int(m.relation == EXPECTED[kind]))
     every = [v for k in EDITS for v in found[k]]
+    bursts = sum(len({n.split("_")[0] for n in (Path(m.path).name for m in g.members) if n.startswith("burst")})
+                 < sum(Path(m.path).name.startswith("burst") for m in g.members) for g in groups)
     return {"recall": {k: np.mean(v) if v else float("nan") for k, v in found.items()}, "all": np.mean(every),
             "n": {k: len(v) for k, v in found.items()}, "precision": right / max(pairs, 1), "pairs": pairs,
-            "kept": kept / max(with_source, 1), "groups": with_source,
+            "kept": kept / max(with_source, 1), "groups": with_source, "bursts": bursts,
             "relation": {k: np.mean(v) if v else float("nan") for k, v in relation_right.items()}}
 
 
@@ -196,7 +320,7 @@ def quality(size: int | None, keep: str | None = None, reuse: str | None = None,
     print("| pairs | " + " | ".join(str(r["n"][k]) for k in EDITS) + f" | {sum(r['n'].values())} |")
     print("| relation right | " + " | ".join(f"{r['relation'][k]:.2f}" for k in EDITS) + " | |")
     print(f"pair precision {r['precision']:.4f} ({r['pairs']} pairs); the original kept in {r['kept']:.3f} of "
-          f"{r['groups']} groups")
+          f"{r['groups']} groups; consecutive shots grouped: {r['bursts']} of {sources_bursts(2 * sources)} pairs")
     # the same grouping with every file time equal: what the other rules decide alone
     rows = svc.catalog.duplicate_rows()
     same_time = {i: replace(row, mtime_ns=1_600_000_000 * 10**9) for i, row in rows.items()}

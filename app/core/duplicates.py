@@ -39,7 +39,7 @@ from . import paths
 from .catalog.records import ImageRow
 from .errors import ImageError
 from .imageio import open_oriented, stored_orientation
-from .signature import (ASPECT_TOL, ENLARGED_DETAIL, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
+from .signature import (ASPECT_TOL, ENLARGED_DETAIL, STRETCH_TOL, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
                         detail_scores, enlargement_residual, frame_grid, frame_scores, hamming, inverse_turn, orient,
                         variants)
 
@@ -445,7 +445,8 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
     pairs = ids[knn] if len(knn) else np.zeros((0, 2), np.int64)
     ok = np.array([a in rows and b in rows and bool(rows[a].thumb) and bool(rows[b].thumb) for a, b in pairs.tolist()], bool)
     pairs, cos = pairs[ok], cos[ok]
-    ncc, change = frame_scores([rows[int(a)].thumb for a, _ in pairs.tolist()], [rows[int(b)].thumb for _, b in pairs.tolist()])
+    ncc, change = frame_scores([rows[int(a)].thumb for a, _ in pairs.tolist()], [rows[int(b)].thumb for _, b in pairs.tolist()],
+                               tol=STRETCH_TOL)
     detail = np.full(len(pairs), np.nan, np.float32)
     if len(pairs):
         _fill_detail(detail, np.flatnonzero(ncc.max(axis=1) >= SLIDER_RANGE[0]), pairs, ncc, rows)
@@ -526,24 +527,40 @@ def _mark_enlarged(ms: list[Member], crop_of: dict, answers: dict) -> None:
     least = min(m.border for m in ms)
     whole = sorted((m for m in ms if m.image_id not in crop_of and m.border <= least + BORDER_ADDED),
                    key=lambda m: -m.width * m.height)
+    # a copy stretched to another shape with more pixels (a 1.3x stretch was kept for its pixels
+    # over its source: benchmarks/duplicates.py --quality): of a shape fewer of the group share than
+    # another, it is an enlargement; of two shapes as common, the pixels decide, whatever its size
+    logs = np.log([_shape(m) for m in whole])
+    share = [int((np.abs(logs - v) <= ASPECT_TOL).sum()) for v in logs]
     for i, m in enumerate(whole):
         if m.format_rank == 0:
             continue
         picture = None
         for small in whole[i + 1:]:  # the largest smaller photo first: the one it was most likely made from
-            if m.width * m.height < ENLARGED_CHECK * small.width * small.height or not _made_from(m, small):
+            stretched = abs(np.log(_shape(m)) - np.log(_shape(small))) > ASPECT_TOL
+            if (m.width * m.height < (1.0 if stretched else ENLARGED_CHECK) * small.width * small.height
+                    or not _made_from(m, small)):
                 continue
+            if stretched and share[i] < max(share):
+                m.enlarged = True
+                break
             key = (m.path, m.size, m.mtime, small.path, small.size, small.mtime)
             if key not in answers:
                 try:
                     if picture is None:
                         picture = open_oriented(m.path)[0]
-                    answers[key] = enlargement_residual(picture, open_oriented(small.path)[0]) < ENLARGED_DETAIL
+                    answers[key] = enlargement_residual(picture, open_oriented(small.path)[0],
+                                                        stretched=stretched) < ENLARGED_DETAIL
                 except (ImageError, OSError):  # unreadable now: counted as it is
                     answers[key] = False
             if answers[key]:
                 m.enlarged = True
                 break
+
+
+def _shape(m: Member) -> float:
+    """A member's longer side over its shorter (turned copies alike)."""
+    return max(m.width, m.height) / max(min(m.width, m.height), 1)
 
 
 def _made_from(big: Member, small: Member) -> bool:
@@ -590,7 +607,7 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
             also = keep.link and os.path.realpath(keep.path) == target
             return "exact", f"{'another link' if also else 'a link'} to {paths.display(target)}, not a copy", 1.0
         return "exact", RELATIONS["exact"], 1.0
-    ncc, change = frame_scores([keep_row.thumb], [m_row.thumb])
+    ncc, change = frame_scores([keep_row.thumb], [m_row.thumb], tol=STRETCH_TOL)
     k = int(best_turns(ncc)[0])
     sim = float(ncc[0, k])
     pair = {keep.image_id: keep_row, m.image_id: m_row}
@@ -630,6 +647,10 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
         words.append(f"resized to {100 * np.sqrt(px_m / px_keep):.0f} %")
     elif px_m > 1.1 * px_keep:
         words.append(f"enlarged to {100 * np.sqrt(px_m / px_keep):.0f} %")
+    mw, mh = (m.height, m.width) if ORIENTATIONS[k][0] else (m.width, m.height)
+    stretched = abs(np.log(keep.width / max(keep.height, 1)) - np.log(mw / max(mh, 1))) > ASPECT_TOL
+    if stretched:
+        words.append("stretched to another shape")
     if m.border > keep.border + BORDER_ADDED:
         words.append("with a border added")
     dmean, spread = change[0]
@@ -646,8 +667,9 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
         if stored != 1 and stored != known[("orientation", keep.path)]:  # (e.g. a TIFF stored turned)
             how = "mirrored" if stored in (2, 4) else "turned and mirrored" if stored in (5, 7) else "turned"
             words.append(f"its pixels stored {how} (a rotation tag shows it the same way)")
-    key = ("bordered" if m.border > keep.border + BORDER_ADDED else "edited" if edited else "turned" if k
-           else "resized" if not 0.9 * px_keep <= px_m <= 1.1 * px_keep else "format" if other_format else "reencoded")
+    key = ("bordered" if m.border > keep.border + BORDER_ADDED else "resized" if stretched else "edited" if edited
+           else "turned" if k else "resized" if not 0.9 * px_keep <= px_m <= 1.1 * px_keep
+           else "format" if other_format else "reencoded")
     return key, "the same photo " + ", ".join(words), sim
 
 

@@ -307,6 +307,9 @@ def crop_search(bigs: list[bytes], smalls: list[bytes], scales, turns=CROP_TURNS
 
 FRAME = 32  # whole photos are compared on FRAME x FRAME grey versions of their thumbnails
 ASPECT_TOL = 0.06  # |log aspect ratio| two photos may differ by and still be compared whole
+# ... for duplicates: a copy stretched to another shape (up to 1.35x one way: a photo fitted to a
+# banner or a screen) is still the same photo (benchmarks/duplicates.py --quality, "stretch")
+STRETCH_TOL = 0.30
 
 
 def frame_grid(data: bytes) -> tuple[np.ndarray, float, float, float]:
@@ -354,12 +357,13 @@ def detail_scores(a: list[bytes], b: list[bytes], turns) -> np.ndarray:
     return out
 
 
-def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192, tol: float = ASPECT_TOL
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Whole-photo pixel correlation of pairs of `thumb` bytes, in each orientation.
 
     Returns (ncc (P, 8) float32: the normalised cross-correlation of a[i] with b[i] turned by
-    ORIENTATIONS[k], both resized to FRAME x FRAME; -1 where the turned b's aspect ratio is not
-    a's; change (P, 2) float32: b's mean grey minus a's, and b's spread over a's (a re-encode
+    ORIENTATIONS[k], both resized to FRAME x FRAME; -1 where the turned b's log aspect ratio is
+    more than `tol` from a's; change (P, 2) float32: b's mean grey minus a's, and b's spread over a's (a re-encode
     keeps both; a brightness or contrast edit does not))."""
     uniq: dict[bytes, int] = {}
     ia = np.array([uniq.setdefault(t, len(uniq)) for t in a], np.int64)
@@ -372,7 +376,7 @@ def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192) -> tuple[np.
         pa, pb = ia[s: s + chunk], ib[s: s + chunk]
         ga, gb = grids[pa], grids[pb]
         for k, (transpose, _, _) in enumerate(ORIENTATIONS):
-            fits = np.abs(aspect[pa] - (-aspect[pb] if transpose else aspect[pb])) <= ASPECT_TOL
+            fits = np.abs(aspect[pa] - (-aspect[pb] if transpose else aspect[pb])) <= tol
             if fits.any():
                 ncc[s: s + chunk][fits, k] = np.einsum("pij,pij->p", ga[fits], orient(gb[fits], k))
     if not len(a):
@@ -381,13 +385,14 @@ def frame_scores(a: list[bytes], b: list[bytes], chunk: int = 8192) -> tuple[np.
     return ncc, change
 
 
-def enlargement_residual(big: Image.Image, small: Image.Image, crop: int = 512) -> float:
+def enlargement_residual(big: Image.Image, small: Image.Image, crop: int = 512, stretched: bool = False) -> float:
     """How far `big` is from `small` enlarged to its size: the least mean squared difference over
     the usual enlarging filters and the 8 orientations whose shape fits (on a central `crop` px
     square of `big`), over `small`'s own finest octave (its energy above half its resolution: how
     much fine detail this scene, camera and compression hold). A photo enlarged from `small`
     differs by its JPEG noise (~0.01-0.1); a photo taken at its size by the detail `small` lost
-    (natural images' spectra fall off smoothly: about that octave's energy, 0.2-1.5)."""
+    (natural images' spectra fall off smoothly: about that octave's energy, 0.2-1.5). stretched:
+    `small` may be enlarged to another shape (log aspect ratios up to STRETCH_TOL apart)."""
     big, small = big.convert("L"), small.convert("L")
     w, h = big.size
     c = min(crop, w, h)
@@ -397,7 +402,7 @@ def enlargement_residual(big: Image.Image, small: Image.Image, crop: int = 512) 
     for k in (None, *Image.Transpose):
         s = small if k is None else small.transpose(k)
         sw, sh = s.size
-        if abs(sw / sh - w / h) > 0.02 * w / h:
+        if (abs(np.log(sw / sh) - np.log(w / h)) > STRETCH_TOL) if stretched else abs(sw / sh - w / h) > 0.02 * w / h:
             continue
         region = (x * sw / w, y * sh / h, (x + c) * sw / w, (y + c) * sh / h)  # the crop, in `s` pixels
         for f in ENLARGE_FILTERS:

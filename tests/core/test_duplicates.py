@@ -186,6 +186,34 @@ def test_two_shots_a_step_apart_are_not_the_same_photo():
         assert [sorted(m.image_id for m in g.members) for g in groups] == [[1, 3]]
 
 
+@pytest.mark.parametrize("photo", [("ukbench", 0), ("paris250", 7)])
+def test_a_copy_stretched_to_another_shape_is_grouped_and_never_kept(photo):
+    """Issue 48, item 10: a photo stretched 1.15-1.3x one way (fitted to a banner or a screen) was
+    never compared as the whole photo (its aspect ratio differs: 2 of 21 found); compared, it was
+    kept over its source for its pixels. It is the same photo, "stretched to another shape"."""
+    from app.core.duplicates import group_duplicates
+
+    src = Image.open(shared_photos(photo[0], photo[1] + 1)[photo[1]]).convert("RGB")
+    w, h = src.size
+    buf = io.BytesIO()
+    src.save(buf, "JPEG", quality=60)
+    photos = {1: src, 2: src.resize((round(w * 1.3), h), Image.LANCZOS), 3: src.resize((w, round(h * 1.18)), Image.LANCZOS),
+              4: Image.open(io.BytesIO(buf.getvalue())).convert("RGB"), 5: src.transpose(Image.Transpose.FLIP_LEFT_RIGHT)}
+    rows = {}
+    for n, img in photos.items():
+        hsh, t, b = signature(img)
+        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=100_000 - n, sharpness=1.0,
+                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
+    vecs = 1.0 + 0.1 * np.random.default_rng(0).normal(size=(5, 16))  # descriptors alike: every pair is a candidate
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    groups = group_duplicates(np.arange(1, 6), vecs, rows)
+    assert [[m.image_id for m in g.members] for g in groups] == [[1, 4, 5, 2, 3]] or \
+        [[m.image_id for m in g.members] for g in groups] == [[1, 4, 5, 3, 2]], [[m.image_id for m in g.members] for g in groups]
+    stretched = [m for m in groups[0].members if m.image_id in (2, 3)]
+    assert all(m.relation == "resized" and "stretched to another shape" in m.detail for m in stretched), \
+        [(m.relation, m.detail) for m in stretched]
+
+
 @pytest.mark.slow
 def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     """On real photos with the built-in model: every edit of a photo joins its group, the original
