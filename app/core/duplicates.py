@@ -1,6 +1,6 @@
 """Duplicate groups, kept apart from "similar": the same photo as another file, re-encoded,
-resized, turned, mirrored, edited (brightness, contrast, colour), framed by a border, or cropped
-(and resized after the crop).
+resized or stretched, turned, mirrored, edited (brightness, contrast, colour), framed by a border
+or shown in a drawn frame (a screenshot), or cropped (and resized after the crop).
 
 Built from neighbours, never from all pairs:
 - exact: photos with the same content digest;
@@ -39,7 +39,7 @@ from . import paths
 from .catalog.records import ImageRow
 from .errors import ImageError
 from .imageio import open_oriented, stored_orientation
-from .signature import (ASPECT_TOL, ENLARGED_DETAIL, STRETCH_TOL, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
+from .signature import (ASPECT_TOL, ENLARGED_DETAIL, FRAMED, STRETCH_TOL, frame_share, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
                         detail_scores, enlargement_residual, frame_grid, frame_scores, hamming, inverse_turn, orient,
                         variants)
 
@@ -89,6 +89,7 @@ RELATIONS = {"exact": "the same file (identical bytes)", "reencoded": "the same 
              "edited": "the same photo with its brightness, contrast or colours changed",
              "turned": "the same photo turned or mirrored", "bordered": "the same photo with a border added",
              "crop": "a crop of the photo to keep", "similar": "the same photo as another in this group"}
+FRAMED_WORDS = "the same photo inside a drawn frame (a screenshot, a mount)"  # a "bordered" copy's words
 STRENGTH = {"exact": 0, "format": 1, "reencoded": 1, "resized": 2, "turned": 3, "edited": 4, "bordered": 5, "crop": 6,
             "similar": 7}
 
@@ -398,6 +399,17 @@ def _scored_windows(rows, pairs: list[tuple[int, int]], known: dict) -> None:
             known.update(zip(some, zip(best.tolist(), width.tolist(), turn.tolist())))
 
 
+def _framed(rows, big: int, small: int, known: dict) -> bool:
+    """Whether photo `big` shows `small` in a drawn frame (signature.frame_share: a screenshot of
+    it in an app, a mount) rather than `small` being cut from it; `known` holds the pair's window
+    (`_scored_windows`) and keeps the answer."""
+    key = ("framed", big, small)
+    if key not in known:
+        _, fw, turn = known[(big, small)]
+        known[key] = frame_share(rows[big].thumb, rows[small].thumb, fw, int(turn)) >= FRAMED
+    return known[key]
+
+
 def _is_trim(rows, big: int, small: int) -> bool:
     """Whether photo `small` has more than CROP_MAX_AREA and at most TRIM_MAX_AREA of `big`'s pixels."""
     share = _content_area(rows[small]) / max(_content_area(rows[big]), 1e-9)
@@ -500,16 +512,23 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict[int, ImageRow
         area = max(_content_area(rows[i]) for i in comp)
         most.update(dict.fromkeys(comp, area))
     crop_of: dict[int, int] = {}
+    frames: dict[int, tuple[float, int]] = {}  # a photo showing another in a drawn frame -> (score, that photo)
     for big, small in windows:
         score, fw, turn = known[(big, small)]
         if score >= max(threshold, CROP_NCC):
+            if _framed(rows, big, small, known):  # a screenshot of the photo: its copy, whatever its pixels
+                frames[big] = max(frames.get(big, (-1.0, 0)), (score, small))
+                continue
             r = rows[small]
             w, h = (r.height, r.width) if ORIENTATIONS[turn][0] else (r.width, r.height)
             window = (fw * rows[big].width) ** 2 * (h / w) * (1.0 - max(rows[big].border, 0.0))
             if max(most.get(small, 0.0), _content_area(rows[small])) <= ENLARGED * window:
                 same.append((big, small))
                 crop_of[small] = big
-    groups = _groups(components(same), rows, crop_of, threshold, known, cache.setdefault("enlarged", {}), crops)
+    # a screenshot shows one photo: joined to the one it fits best, never a bridge to another view
+    # of it (a screenshot of one UKBench view joined the next view's group)
+    same += [(big, small) for big, (_, small) in frames.items()]
+    groups = _groups(components(same), rows, crop_of, threshold, known, cache.setdefault("enlarged", {}), crops, set(frames))
     if log:
         log(f"{len(groups)} duplicate groups among {len(ids)} photos in {time.perf_counter() - t0:.1f} s "
             f"(candidates {t_cand:.1f} s: {len(pairs)} pairs; {len(windows)} window searches)")
@@ -637,6 +656,14 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
         if across < 0.9 * window_px:
             words.append(f"resized to {100 * across / window_px:.0f} %")
         return "crop", ", ".join(words), win
+    if not whole and crops and _content_area(keep_row) <= TRIM_MAX_AREA * _content_area(m_row):
+        # the photo to keep as a window of the member: the member shows it in a drawn frame
+        key = (m.image_id, keep.image_id)
+        if key not in known:
+            _scored_windows({keep.image_id: keep_row, m.image_id: m_row}, [key], known)
+        if known[key][0] >= max(threshold, CROP_NCC) and _framed({keep.image_id: keep_row, m.image_id: m_row},
+                                                                  m.image_id, keep.image_id, known):
+            return "bordered", FRAMED_WORDS, known[key][0]
     if not whole:
         return "similar", RELATIONS["similar"], max(sim, win)
     words = []
@@ -674,18 +701,22 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
 
 
 def _groups(comps: list[list[int]], rows, crop_of: dict, threshold: float, known: dict, enlarged: dict,
-            crops: bool = True) -> list[Group]:
+            crops: bool = True, framed: set = frozenset()) -> list[Group]:
+    """Groups of the components `comps`, the photo to keep first; `framed`: photos showing another
+    in a drawn frame, ranked as a border added."""
     out = []
     for members in comps:
         ms = [_member(rows[i]) for i in members if i in rows]
         if len(ms) < 2:
             continue
-        _mark_enlarged(ms, crop_of, enlarged)
+        _mark_enlarged(ms, {**crop_of, **dict.fromkeys(framed, 0)}, enlarged)
         _mark_shadowed(ms, {m.image_id: rows[m.image_id].digest for m in ms})
         least = min(m.border for m in ms)
         turned = dict(zip([m.image_id for m in ms],
-                          turned_from_most([b"" if m.image_id in crop_of else rows[m.image_id].thumb for m in ms])))
-        flags = {m.image_id: (m.border > least + BORDER_ADDED, m.image_id in crop_of, turned[m.image_id]) for m in ms}
+                          turned_from_most([b"" if m.image_id in crop_of or m.image_id in framed else rows[m.image_id].thumb
+                                            for m in ms])))
+        flags = {m.image_id: (m.border > least + BORDER_ADDED or m.image_id in framed, m.image_id in crop_of,
+                              turned[m.image_id]) for m in ms}
         _even_out(ms, flags)
         ms.sort(key=lambda m: keep_order(m, *flags[m.image_id]))
         keep = ms[0]

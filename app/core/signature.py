@@ -305,6 +305,37 @@ def crop_search(bigs: list[bytes], smalls: list[bytes], scales, turns=CROP_TURNS
     return best, width, turn
 
 
+FRAMED = 0.2  # `frame_share` from which a photo holds the other in a drawn frame rather than cut around it
+
+
+def frame_share(big: bytes, small: bytes, fw: float, turn: int) -> float:
+    """The share of `big`'s thumbnail outside its best window for `small` (turned by
+    ORIENTATIONS[turn]; fw: the window's width fraction, from `crop_search`) that is exactly flat
+    and not clipped (no grey step to a neighbour at 64 px, grey 3-252): drawn surfaces, an app's
+    window or a mount, not a photo's. On benchmarks/duplicates.py --quality a screenshot of a
+    photo in an app's frame reads 0.29-0.42, the surround of a crop 0.11 at most (a night sky, at
+    grey 0, 0.47 before the clipped pixels were left out). 0 where the window is the whole."""
+    A = thumb_array(big).astype(np.float64)
+    S = orient(thumb_array(small), turn).astype(np.float64)
+    H, W = A.shape
+    h, w = S.shape
+    ww = min(W, max(8, round(fw * W)))
+    wh = min(H, max(8, round(ww * h / w)))
+    T = _resize_matrix(h, wh) @ S @ _resize_matrix(w, ww).T
+    T -= T.mean()
+    win = np.lib.stride_tricks.sliding_window_view(A, (wh, ww))  # (ny, nx, wh, ww)
+    d = win - win.mean(axis=(2, 3), keepdims=True)
+    ncc = np.einsum("yxij,ij->yx", d, T) / np.maximum(np.sqrt((d * d).sum(axis=(2, 3)) * (T * T).sum()), 1e-9)
+    y, x = np.unravel_index(int(np.argmax(ncc)), ncc.shape)
+    outside = np.ones_like(A, bool)
+    outside[y: y + wh, x: x + ww] = False
+    if not outside.any():
+        return 0.0
+    gy, gx = np.gradient(A)
+    flat = (np.hypot(gx, gy) < 0.01) & (A > 2) & (A < 253) & outside
+    return float(flat.sum() / outside.sum())
+
+
 FRAME = 32  # whole photos are compared on FRAME x FRAME grey versions of their thumbnails
 ASPECT_TOL = 0.06  # |log aspect ratio| two photos may differ by and still be compared whole
 # ... for duplicates: a copy stretched to another shape (up to 1.35x one way: a photo fitted to a

@@ -214,6 +214,46 @@ def test_a_copy_stretched_to_another_shape_is_grouped_and_never_kept(photo):
         [(m.relation, m.detail) for m in stretched]
 
 
+def test_a_screenshot_of_a_photo_is_its_framed_copy_and_never_a_bridge():
+    """Issue 48, items 9-10: a screenshot of a photo in an app's window holds the photo as a window
+    of a larger picture: the photo was taken for a crop of it and the screenshot kept, or, where
+    the photo has more pixels than its window, not grouped (0.59 of them found); and a screenshot
+    of one UKBench view joined the next view of the object into its group. Now the screenshot is
+    the photo "inside a drawn frame", after it, joined to the one photo it shows best."""
+    from PIL import ImageDraw
+
+    from app.core.duplicates import group_duplicates
+
+    uk = shared_photos("ukbench", 58)
+    view, next_view = Image.open(uk[56]).convert("RGB"), Image.open(uk[57]).convert("RGB")
+    w, h = view.size
+    W, H = int(w * 1.35), int(h * 1.3)
+    shot = Image.new("RGB", (W, H), (38, 38, 42))  # a dark app window (benchmarks/duplicates.py's, one of its draws)
+    draw = ImageDraw.Draw(shot)
+    draw.rectangle((0, 0, W, int(H * 0.06)), fill=(60, 60, 66))  # its title bar
+    draw.rectangle((0, int(H * 0.06), int(W * 0.18), H), fill=(48, 48, 54))  # a side panel and its buttons
+    for k in range(6):
+        y = int(H * (0.1 + 0.08 * k))
+        draw.rectangle((int(W * 0.02), y, int(W * 0.16), y + int(H * 0.04)), fill=(90, 90, 100))
+    area = (int(W * 0.2), int(H * 0.09), W - int(W * 0.02), H - int(H * 0.06))
+    scale = min((area[2] - area[0]) / w, (area[3] - area[1]) / h) * 0.9134
+    shown = view.resize((int(w * scale), int(h * scale)), Image.LANCZOS)
+    shot.paste(shown, (area[0] + (area[2] - area[0] - shown.width) // 2, area[1] + (area[3] - area[1] - shown.height) // 2))
+    photos = {1: view, 2: next_view, 3: shot}
+    rows = {}
+    for n, img in photos.items():
+        hsh, t, b = signature(img)
+        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=100_000 - n, sharpness=1.0,
+                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
+    vecs = 1.0 + 0.1 * np.random.default_rng(0).normal(size=(3, 16))  # descriptors alike: every pair is a candidate
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    groups = group_duplicates(np.arange(1, 4), vecs, rows)
+    assert [[m.image_id for m in g.members] for g in groups] == [[1, 3]], [[(m.image_id, m.relation) for m in g.members]
+                                                                          for g in groups]
+    framed = groups[0].members[1]
+    assert framed.relation == "bordered" and "inside a drawn frame" in framed.detail, (framed.relation, framed.detail)
+
+
 @pytest.mark.slow
 def test_real_photo_edits_are_grouped_with_the_original_first(tmp_path):
     """On real photos with the built-in model: every edit of a photo joins its group, the original
