@@ -66,6 +66,11 @@ ENLARGED = 1.15  # pixels a crop may have over its window's (window sizes are wh
 # brightness edit; re-encodes, resizes and turns 0.88-1.00), every look-alike that passed the
 # coarse grid stays below 0.47 (UKBench 61/62, two shots from a step aside: 0.46, coarse 0.96).
 DETAIL_MIN = 0.60
+# ... and with which a pair is the same photo whatever its tones, coarse grid and hash aside: a
+# vignette (corners darkened by half) left the coarse grid at 0.60-0.92 and the hash up to 10 bits
+# off while its fine structure stayed at 0.98-0.995 (benchmarks/duplicates.py --quality); asked of
+# candidates whose coarse grid reaches TONAL_FLOOR. The slider still applies: at most its value.
+DETAIL_SAME, TONAL_FLOOR = 0.95, 0.55
 CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
 HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;
 #               other views of one object or building: mostly 9-22; benchmarks/duplicates.py)
@@ -461,7 +466,7 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
                                tol=STRETCH_TOL)
     detail = np.full(len(pairs), np.nan, np.float32)
     if len(pairs):
-        _fill_detail(detail, np.flatnonzero(ncc.max(axis=1) >= SLIDER_RANGE[0]), pairs, ncc, rows)
+        _fill_detail(detail, np.flatnonzero(ncc.max(axis=1) >= min(SLIDER_RANGE[0], TONAL_FLOOR)), pairs, ncc, rows)
     cache["candidates"] = (pairs, cos, ncc, change, detail)
     return cache["candidates"]
 
@@ -496,7 +501,8 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict[int, ImageRow
         _fill_detail(detail, np.flatnonzero((best >= threshold) & close & np.isnan(detail)), pairs, ncc, rows)
     windows = []
     for (a, b), s, near, fine in zip(pairs.tolist(), best.tolist(), close.tolist(), detail.tolist()):
-        if s >= threshold and near and not fine < DETAIL_MIN:  # NaN (no fine structure stored): not asked
+        # NaN (no fine structure stored, or not asked): the coarse grid and the hash alone
+        if (s >= threshold and near and not fine < DETAIL_MIN) or fine >= max(DETAIL_SAME, threshold):
             same.append((a, b))
         elif crops:
             big, small = (a, b) if _content_area(rows[a]) >= _content_area(rows[b]) else (b, a)
@@ -631,8 +637,12 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
     sim = float(ncc[0, k])
     pair = {keep.image_id: keep_row, m.image_id: m_row}
     whole = sim >= threshold and hash_close(np.array([[keep.image_id, m.image_id]]), pair)[0]
-    if whole and keep_row.thumb and m_row.thumb:  # the fine structure, as grouping asks (a trim often fails it)
-        whole = not detail_scores([keep_row.thumb], [m_row.thumb], np.array([k]))[0] < DETAIL_MIN
+    if keep_row.thumb and m_row.thumb and (whole or sim >= TONAL_FLOOR):  # the fine structure, as grouping asks
+        fine = detail_scores([keep_row.thumb], [m_row.thumb], np.array([k]))[0]
+        if fine >= max(DETAIL_SAME, threshold) and not whole:  # a tonal edit: its similarity is its fine structure's
+            whole, sim = True, float(fine)
+        elif whole:
+            whole = not fine < DETAIL_MIN  # (a trim often fails it)
     if not whole or (crops and _content_area(m_row) <= TRIM_MAX_AREA * _content_area(keep_row)):
         key = (keep.image_id, m.image_id)
         if key not in known:
