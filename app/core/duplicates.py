@@ -553,10 +553,11 @@ def _mark_enlarged(ms: list[Member], crop_of: dict, answers: dict) -> None:
     whole = sorted((m for m in ms if m.image_id not in crop_of and m.border <= least + BORDER_ADDED),
                    key=lambda m: -m.width * m.height)
     # a copy stretched to another shape with more pixels (a 1.3x stretch was kept for its pixels
-    # over its source: benchmarks/duplicates.py --quality): of a shape fewer of the group share than
-    # another, it is an enlargement; of two shapes as common, the pixels decide, whatever its size
-    logs = np.log([_shape(m) for m in whole])
-    share = [int((np.abs(logs - v) <= ASPECT_TOL).sum()) for v in logs]
+    # over its source: benchmarks/duplicates.py --quality): of a shape fewer of the group's photos
+    # share than another (a slight trim keeps its photo's), it is an enlargement; of two shapes as
+    # common, the pixels decide, whatever its size
+    logs = np.log([_shape(m) for m in ms])
+    share = [int((np.abs(logs - np.log(_shape(m))) <= ASPECT_TOL).sum()) for m in whole]
     for i, m in enumerate(whole):
         if m.format_rank == 0:
             continue
