@@ -37,6 +37,23 @@ def edits(src: Image.Image) -> dict[str, Image.Image]:
             "cropturned": crop.transpose(Image.Transpose.ROTATE_270).resize((crop.height * 7 // 10, crop.width * 7 // 10))}
 
 
+def signature_rows(photos: dict[int, Image.Image]) -> dict[int, ImageRow]:
+    """id -> the ImageRow indexing would store for each photo (its signature; file sizes falling
+    with the id, no file times)."""
+    rows = {}
+    for n, img in photos.items():
+        hsh, t, b = signature(img)
+        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=100_000 - n, sharpness=1.0,
+                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
+    return rows
+
+
+def alike_vectors(n: int) -> np.ndarray:
+    """(n, 16) unit descriptors all alike: every pair is a candidate, the pixels decide."""
+    vecs = 1.0 + 0.1 * np.random.default_rng(0).normal(size=(n, 16))
+    return (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+
+
 def signature(img: Image.Image) -> tuple[int, bytes, float]:
     """(hash, thumbnail, border) as indexing computes them."""
     small = img.copy()
@@ -199,14 +216,8 @@ def test_a_copy_stretched_to_another_shape_is_grouped_and_never_kept(photo):
     src.save(buf, "JPEG", quality=60)
     photos = {1: src, 2: src.resize((round(w * 1.3), h), Image.LANCZOS), 3: src.resize((w, round(h * 1.18)), Image.LANCZOS),
               4: Image.open(io.BytesIO(buf.getvalue())).convert("RGB"), 5: src.transpose(Image.Transpose.FLIP_LEFT_RIGHT)}
-    rows = {}
-    for n, img in photos.items():
-        hsh, t, b = signature(img)
-        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=100_000 - n, sharpness=1.0,
-                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
-    vecs = 1.0 + 0.1 * np.random.default_rng(0).normal(size=(5, 16))  # descriptors alike: every pair is a candidate
-    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
-    groups = group_duplicates(np.arange(1, 6), vecs, rows)
+    rows = signature_rows(photos)
+    groups = group_duplicates(np.arange(1, len(photos) + 1), alike_vectors(len(photos)), rows)
     assert [[m.image_id for m in g.members] for g in groups] == [[1, 4, 5, 2, 3]] or \
         [[m.image_id for m in g.members] for g in groups] == [[1, 4, 5, 3, 2]], [[m.image_id for m in g.members] for g in groups]
     stretched = [m for m in groups[0].members if m.image_id in (2, 3)]
@@ -228,16 +239,10 @@ def test_a_vignetted_copy_is_the_same_photo_and_two_shots_stay_apart():
     gain = 1.0 - 0.7 * np.clip((r - 0.35) / 0.65, 0, 1) ** 1.5
     vignette = Image.fromarray((np.asarray(src, np.float32) * gain[..., None]).clip(0, 255).astype(np.uint8))
     photos = {1: src, 2: vignette, 3: Image.open(uk[61]).convert("RGB"), 4: Image.open(uk[62]).convert("RGB")}
-    rows = {}
-    for n, img in photos.items():
-        hsh, t, b = signature(img)
-        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=100_000 - n, sharpness=1.0,
-                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
+    rows = signature_rows(photos)
     ncc, _ = frame_scores([rows[1].thumb], [rows[2].thumb])
     assert ncc.max() < NEAR_DEFAULT  # the coarse grid alone misses it
-    vecs = 1.0 + 0.1 * np.random.default_rng(0).normal(size=(4, 16))  # descriptors alike: every pair is a candidate
-    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
-    groups = group_duplicates(np.arange(1, 5), vecs, rows)
+    groups = group_duplicates(np.arange(1, len(photos) + 1), alike_vectors(len(photos)), rows)
     assert [[m.image_id for m in g.members] for g in groups] == [[1, 2]], [[m.image_id for m in g.members] for g in groups]
     assert groups[0].members[1].relation == "edited" and groups[0].members[1].similarity >= NEAR_DEFAULT
 
@@ -268,14 +273,8 @@ def test_a_screenshot_of_a_photo_is_its_framed_copy_and_never_a_bridge():
     shown = view.resize((int(w * scale), int(h * scale)), Image.LANCZOS)
     shot.paste(shown, (area[0] + (area[2] - area[0] - shown.width) // 2, area[1] + (area[3] - area[1] - shown.height) // 2))
     photos = {1: view, 2: next_view, 3: shot}
-    rows = {}
-    for n, img in photos.items():
-        hsh, t, b = signature(img)
-        rows[n] = ImageRow(n, f"/p/{n}.jpg", width=img.width, height=img.height, size=100_000 - n, sharpness=1.0,
-                           digest=f"{n:040x}", phash=hsh, thumb=t, border=b)
-    vecs = 1.0 + 0.1 * np.random.default_rng(0).normal(size=(3, 16))  # descriptors alike: every pair is a candidate
-    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
-    groups = group_duplicates(np.arange(1, 4), vecs, rows)
+    rows = signature_rows(photos)
+    groups = group_duplicates(np.arange(1, len(photos) + 1), alike_vectors(len(photos)), rows)
     assert [[m.image_id for m in g.members] for g in groups] == [[1, 3]], [[(m.image_id, m.relation) for m in g.members]
                                                                           for g in groups]
     framed = groups[0].members[1]
