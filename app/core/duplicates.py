@@ -39,9 +39,9 @@ from . import paths
 from .catalog.records import ImageRow
 from .errors import ImageError
 from .imageio import open_oriented, stored_orientation
-from .signature import (ASPECT_TOL, ENLARGED_DETAIL, FRAMED, STRETCH_TOL, frame_share, ORIENTATION_NAMES, ORIENTATIONS, best_turns, crop_search, detail_grid,
-                        detail_scores, enlargement_residual, frame_grid, frame_scores, hamming, inverse_turn, orient,
-                        variants)
+from .signature import (ASPECT_TOL, ENLARGED_DETAIL, FRAMED, ORIENTATION_NAMES, ORIENTATIONS, STRETCH_TOL, best_turns,
+                        crop_search, detail_grid, detail_scores, enlargement_residual, frame_grid, frame_scores,
+                        frame_share, hamming, inverse_turn, orient, variants)
 
 NEAR_DEFAULT = 0.92  # pixel correlation; measured on benchmarks/duplicates.py (README, "Duplicates")
 SLIDER_RANGE = (0.80, 0.99)  # what the view's slider offers

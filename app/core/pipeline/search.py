@@ -347,9 +347,10 @@ class Searcher:
         thumb = self._query_thumb(req, own)
 
         first_shown = []  # ms from the request to its first early answer
+        turns_ms = [0.0]  # describing the photo's turns: part of describing the query
 
         def result(d, hits, total, timings, plan, settled=True) -> SearchResult:
-            timings.update(query_ms=(t1 - t0) * 1000, elapsed_ms=(time.perf_counter() - t0) * 1000)
+            timings.update(query_ms=(t1 - t0) * 1000 + turns_ms[0], elapsed_ms=(time.perf_counter() - t0) * 1000)
             if not settled and not first_shown:
                 first_shown.append(timings["elapsed_ms"])
             if settled and first_shown:
@@ -365,7 +366,9 @@ class Searcher:
             if early is not None:
                 early(result(d, *self.rank(d.raw, req, snap, plan, pinned, thumb, same, verify=False), settled=False))
                 shown = True
+            t_turns = time.perf_counter()
             turned, ran = self._best_turn(req, snap, d, HewParams(snap.space.threshold, snap.space.z_ratio))
+            turns_ms[0] = (time.perf_counter() - t_turns) * 1000
             used_cnn = used_cnn or ran
             if turned is not d:  # a photo stored sideways: its turn's first results, then their details
                 d, shown = _described(turned, req), False
