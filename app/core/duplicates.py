@@ -66,10 +66,11 @@ ENLARGED = 1.15  # pixels a crop may have over its window's (window sizes are wh
 # brightness edit; re-encodes, resizes and turns 0.88-1.00), every look-alike that passed the
 # coarse grid stays below 0.47 (UKBench 61/62, two shots from a step aside: 0.46, coarse 0.96).
 DETAIL_MIN = 0.60
-# ... and with which a pair is the same photo whatever its tones, coarse grid and hash aside: a
-# vignette (corners darkened by half) left the coarse grid at 0.60-0.92 and the hash up to 10 bits
-# off while its fine structure stayed at 0.98-0.995 (benchmarks/duplicates.py --quality); asked of
-# candidates whose coarse grid reaches TONAL_FLOOR. The slider still applies: at most its value.
+# ... and with which a pair is the same photo whatever its tones or a band drawn along one edge,
+# coarse grid and hash aside: a vignette (corners darkened by half) left the coarse grid at
+# 0.60-0.92 and the hash up to 10 bits off while its fine structure stayed at 0.98-0.995; a caption
+# band, with the band left out, 0.99-1.00 (signature.detail_scores banded; benchmarks/duplicates.py
+# --quality). Asked of candidates whose coarse grid reaches TONAL_FLOOR; the slider still applies.
 DETAIL_SAME, TONAL_FLOOR = 0.95, 0.55
 CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
 HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;
@@ -467,16 +468,22 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
     detail = np.full(len(pairs), np.nan, np.float32)
     if len(pairs):
         _fill_detail(detail, np.flatnonzero(ncc.max(axis=1) >= min(SLIDER_RANGE[0], TONAL_FLOOR)), pairs, ncc, rows)
+    # with a band along one edge left out, where the whole fine structure falls short of DETAIL_SAME
+    banded = detail.copy()
+    _fill_detail(banded, np.flatnonzero(banded < DETAIL_SAME), pairs, ncc, rows, banded=True)
+    cache["banded"] = banded
     cache["candidates"] = (pairs, cos, ncc, change, detail)
     return cache["candidates"]
 
 
-def _fill_detail(detail: np.ndarray, idx: np.ndarray, pairs: np.ndarray, ncc: np.ndarray, rows: dict) -> None:
+def _fill_detail(detail: np.ndarray, idx: np.ndarray, pairs: np.ndarray, ncc: np.ndarray, rows: dict,
+                 banded: bool = False) -> None:
     """detail[idx] = the fine-structure correlation of those candidate pairs, in their best
-    orientation (in place: the cached candidates keep what is computed once)."""
+    orientation (banded: a band along one edge left out; in place: the cached candidates keep what
+    is computed once)."""
     if len(idx):
         detail[idx] = detail_scores([rows[int(pairs[i, 0])].thumb for i in idx], [rows[int(pairs[i, 1])].thumb for i in idx],
-                                    ncc[idx].argmax(axis=1))
+                                    ncc[idx].argmax(axis=1), banded)
 
 
 def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict[int, ImageRow], threshold: float = NEAR_DEFAULT,
@@ -500,9 +507,10 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict[int, ImageRow
     if threshold < SLIDER_RANGE[0] and len(pairs):  # below the slider (the CLI): the fine check there too
         _fill_detail(detail, np.flatnonzero((best >= threshold) & close & np.isnan(detail)), pairs, ncc, rows)
     windows = []
-    for (a, b), s, near, fine in zip(pairs.tolist(), best.tolist(), close.tolist(), detail.tolist()):
+    for (a, b), s, near, fine, band in zip(pairs.tolist(), best.tolist(), close.tolist(), detail.tolist(),
+                                           cache["banded"].tolist()):
         # NaN (no fine structure stored, or not asked): the coarse grid and the hash alone
-        if (s >= threshold and near and not fine < DETAIL_MIN) or fine >= max(DETAIL_SAME, threshold):
+        if (s >= threshold and near and not fine < DETAIL_MIN) or band >= max(DETAIL_SAME, threshold):
             same.append((a, b))
         elif crops:
             big, small = (a, b) if _content_area(rows[a]) >= _content_area(rows[b]) else (b, a)
@@ -638,12 +646,17 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
     sim = float(ncc[0, k])
     pair = {keep.image_id: keep_row, m.image_id: m_row}
     whole = sim >= threshold and hash_close(np.array([[keep.image_id, m.image_id]]), pair)[0]
+    band = False  # the same photo by its fine structure with a band along one edge left out
     if keep_row.thumb and m_row.thumb and (whole or sim >= TONAL_FLOOR):  # the fine structure, as grouping asks
         fine = detail_scores([keep_row.thumb], [m_row.thumb], np.array([k]))[0]
-        if fine >= max(DETAIL_SAME, threshold) and not whole:  # a tonal edit: its similarity is its fine structure's
-            whole, sim = True, float(fine)
-        elif whole:
+        if whole:
             whole = not fine < DETAIL_MIN  # (a trim often fails it)
+        elif fine >= max(DETAIL_SAME, threshold):  # a tonal edit: its similarity is its fine structure's
+            whole, sim = True, float(fine)
+        else:
+            banded = detail_scores([keep_row.thumb], [m_row.thumb], np.array([k]), banded=True)[0]
+            if banded >= max(DETAIL_SAME, threshold):
+                whole, sim, band = True, float(banded), True
     if not whole or (crops and _content_area(m_row) <= TRIM_MAX_AREA * _content_area(keep_row)):
         key = (keep.image_id, m.image_id)
         if key not in known:
@@ -691,9 +704,11 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
         words.append("stretched to another shape")
     if m.border > keep.border + BORDER_ADDED:
         words.append("with a border added")
+    if band:
+        words.append("with a caption or a band drawn along an edge")
     dmean, spread = change[0]
-    edited = abs(dmean) > EDITED_MEAN or abs(spread - 1) > EDITED_SPREAD
-    if edited:
+    edited = band or abs(dmean) > EDITED_MEAN or abs(spread - 1) > EDITED_SPREAD
+    if edited and not band:
         words.append("with its brightness or contrast changed")
     other_format = m.format_rank != keep.format_rank or os.path.splitext(m.path)[1].lower() != os.path.splitext(keep.path)[1].lower()
     if not words:
