@@ -20,11 +20,13 @@ from .features.preprocess import FeatureMap
 class Described:
     """raw: (C,) float32 unit vector (HeW, or SumA when weights are all 1); share: (H, W) float32,
     each cell's part of the sum (weight x |feature|); where: the original-pixel rectangle the
-    cells cover (x1, y1, x2, y2), or None for the whole image."""
+    cells cover (x1, y1, x2, y2), or None for the whole image; cells (a query's, `query_cells`):
+    (N, C) float32, what the match overlay looks for in a result (`match_cells`), or None."""
 
     raw: np.ndarray
     share: np.ndarray
     where: tuple[float, float, float, float] | None = None
+    cells: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,9 @@ class HewParams:
 
 
 def describe_features(features: np.ndarray, mu: np.ndarray | None, params: HewParams = HewParams(),
-                      suma: bool = False, precise: bool = False) -> Described:
-    """Describe one (H, W, C) map. suma=True (or mu None) skips HeW (weights 1)."""
+                      suma: bool = False, precise: bool = False, cells: bool = False) -> Described:
+    """Describe one (H, W, C) map. suma=True (or mu None) skips HeW (weights 1); cells: a query's,
+    also its cells for the match overlay (`query_cells`)."""
     h, w, c = features.shape
     x = features.reshape(h * w, c)
     if suma or mu is None:
@@ -48,7 +51,46 @@ def describe_features(features: np.ndarray, mu: np.ndarray | None, params: HewPa
     # (0.7-1.0) and high on plain sky, which adds little to the sum (short feature vectors): shown
     # alone, sky corners read "distinctive" and the boxed building "repeated" (docs/METHOD.md)
     share = wts * np.sqrt(np.einsum("ij,ij->i", x64, x64))
-    return Described(normalize_raw(vec), share.reshape(h, w).astype(np.float32))
+    return Described(normalize_raw(vec), share.reshape(h, w).astype(np.float32),
+                     cells=query_cells(x, share, mu) if cells else None)
+
+
+def _unit_rows(x: np.ndarray, mu: np.ndarray | None) -> np.ndarray:
+    """(N, C) rows centred by the HeW mean `mu` (C,) (None: not centred), each of length 1, float32."""
+    y = np.asarray(x, np.float32) - (np.asarray(mu, np.float32) if mu is not None else 0.0)
+    return y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
+
+
+def query_cells(x: np.ndarray, share: np.ndarray, mu: np.ndarray | None) -> np.ndarray:
+    """A query's cells as the match overlay seeks them: (N, C) float32, each cell's feature (x,
+    (N, C)) centred by `mu` and of length its part of the description (share, (N,)) over the
+    largest part: the query's strongest cells count most (on a landmark photo its tower or dome;
+    sky and pavement are short features)."""
+    s = np.asarray(share, np.float64).reshape(-1)
+    return _unit_rows(x, mu) * (s / max(float(s.max()), 1e-12)).astype(np.float32)[:, None]
+
+
+def match_cells(features: np.ndarray, mu: np.ndarray | None, cells: np.ndarray) -> np.ndarray:
+    """How closely each cell of one (H, W, C) map resembles one of the query's strongest cells:
+    (H, W) float32 >= 0, the largest weighted cosine (`query_cells`) above the photo's median,
+    squared (the factor of `match_heat`). A cell's own likeness, not the whole photo's pull:
+    the gradient alone (`match_share`) of a whole-photo query also warms what is merely salient in
+    a result (a tent, a shelf edge) where the query has none of it."""
+    h, w, c = features.shape
+    best = (_unit_rows(features.reshape(h * w, c), mu) @ cells.T).max(1)
+    return (np.maximum(best - np.median(best), 0.0) ** 2).reshape(h, w).astype(np.float32)
+
+
+def match_heat(features: np.ndarray, mu: np.ndarray | None, whitening, query: np.ndarray,
+               cells: np.ndarray | None, params: HewParams = HewParams()) -> np.ndarray:
+    """What the match overlay draws before its stretch (heatmap.stretch_match): (H, W) float32 >= 0,
+    the positive part of `match_share` times `match_cells` (cells None, or of another model: the
+    first alone). benchmarks/match_overlay.py: whole-photo Paris queries put 0.78 of it inside
+    the landmark's box (the gradient alone 0.61), box queries 0.93 (0.89)."""
+    grid = np.maximum(match_share(features, mu, whitening, query, params), 0.0)
+    if cells is None or cells.shape[1] != features.shape[-1]:
+        return grid
+    return grid * match_cells(features, mu, cells)
 
 
 def match_share(features: np.ndarray, mu: np.ndarray | None, whitening, query: np.ndarray,
@@ -82,14 +124,14 @@ def match_share(features: np.ndarray, mu: np.ndarray | None, whitening, query: n
 
 
 def describe_map(fm: FeatureMap, mu: np.ndarray | None, box=None, params: HewParams = HewParams(),
-                 suma: bool = False, precise: bool = False) -> Described:
+                 suma: bool = False, precise: bool = False, cells: bool = False) -> Described:
     """Describe a FeatureMap, optionally only the block of cells whose centres fall inside `box`
     (original pixels; *map mode*: no new CNN pass). `where` is exactly the rectangle those cells
     cover, so an overlay drawn there lies over the features that were aggregated."""
     if box is None:
-        return describe_features(fm.features, mu, params, suma, precise)
+        return describe_features(fm.features, mu, params, suma, precise, cells)
     rows, cols = fm.box_cells(box)
-    d = describe_features(fm.features[rows, cols], mu, params, suma, precise)
+    d = describe_features(fm.features[rows, cols], mu, params, suma, precise, cells)
     d.where = fm.cells_rect(rows, cols)
     return d
 

@@ -786,7 +786,11 @@ class MainWindow(QMainWindow):
             # the overlay shows what matches this query; its own photo and copies, its own heat,
             # stretched as the query pane draws it
             own = normalise(res.query_weights) if res.box is None and res.query_weights is not None else None
-            self.bridge.matches.set_query(res.query_raw, own, res.query_size, res.generation)
+            # the query's cells; a library photo searched by its stored descriptor has none kept:
+            # the overlays make them from its path
+            path = self.search.shown_request.path if res.box is None else None
+            cells = res.query_cells if res.query_cells is not None else path
+            self.bridge.matches.set_query(res.query_raw, own, res.query_size, res.generation, cells)
             self.delegate.forget()
         # the same query searched again by the window (the library changed, a run stopped) or
         # settled: the photo the person had selected stays selected; folded into another's tile

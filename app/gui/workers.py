@@ -67,6 +67,7 @@ class MatchOverlays(QObject):
         super().__init__(parent)
         self.searcher = searcher
         self._query: tuple[int, object] | None = None  # (number, raw descriptor)
+        self._cells = None  # the query's cells ((N, C), Searcher.match_grid's), or the library photo to take them from
         self._key = None  # what the grids were made for: (raw bytes, library generation)
         self._own = None  # (H, W) grid of a whole-photo query
         self._size = (0, 0)  # (w, h) of the whole-photo query
@@ -80,8 +81,10 @@ class MatchOverlays(QObject):
         self._made.connect(self._on_made)
         self._thread: threading.Thread | None = None
 
-    def set_query(self, raw, own=None, size=(0, 0), generation: int = 0) -> None:
-        """A new query ((C,) raw descriptor, or None: no overlay to make; own: the (H, W) heat
+    def set_query(self, raw, own=None, size=(0, 0), generation: int = 0, cells=None) -> None:
+        """A new query ((C,) raw descriptor, or None: no overlay to make; cells: its cells
+        (SearchResult.query_cells), or the path of the library photo searched by its stored
+        descriptor, whose cells are made once before its first grid; own: the (H, W) heat
         grid of a whole-photo query, which its own file and its copies show, turned as each lies:
         the gradient of the cosine vanishes on them, and a copy at a third of the size came out
         warm elsewhere; size: that query's (w, h); generation: the library's, whose model, mean and
@@ -94,7 +97,7 @@ class MatchOverlays(QObject):
                 return
             self._n += 1  # grids made for an earlier query are dropped when they arrive
             self._query = (self._n, raw) if raw is not None else None
-            self._key, self._own, self._size = key, own, tuple(size)
+            self._key, self._own, self._size, self._cells = key, own, tuple(size), cells
             self._queue.clear()
             self._quiet_until = time.monotonic() + self.QUIET
         self._grids.clear()
@@ -149,10 +152,16 @@ class MatchOverlays(QObject):
                     continue
                 image_id, path = self._queue.pop()
                 n, raw = self._query
+                cells = self._cells
                 self._busy = (n, image_id)
             final = True
             try:
-                grid = self.searcher.match_grid(raw, path)
+                if isinstance(cells, str):  # a library photo's: one CNN pass, then every grid uses them
+                    cells = self.searcher.query_cells(cells)
+                    with self._cond:
+                        if self._query is not None and self._query[0] == n:
+                            self._cells = cells
+                grid = self.searcher.match_grid(raw, path, cells)
             except (ImageError, InputError):  # an unreadable or vanished photo: no overlay (the photo says why)
                 grid = None
             except Exception:  # noqa: BLE001 - a library being switched or refitted: asked again at the next paint

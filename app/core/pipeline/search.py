@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 
 from .. import policy, verification
 from ..catalog.records import Filters, ImageRow
-from ..describe import Described, HewParams, describe_features, describe_map, match_share
+from ..describe import Described, HewParams, describe_features, describe_map, match_heat
 from ..duplicates import CopyFilter, keeper
 from ..errors import HeatSearchError, ImageError, InputError, StaleSnapshotError
 from ..features.preprocess import FeatureMap, prepare
@@ -136,6 +136,7 @@ class SearchResult:
     query_raw: np.ndarray | None = field(default=None, repr=False)  # (C,) float32 raw descriptor: match_grid's query
     space_id: int = 0  # the descriptor space that answered (another after a change of model)
     settled: bool = True  # False: the first results before their details are compared (`Searcher.search`'s early)
+    query_cells: np.ndarray | None = field(default=None, repr=False)  # (N, C) float32: match_grid's cells (Described.cells)
 
 
 RESULT_MAPS_BYTES = 48 << 20  # result photos' maps kept for match grids (~1.3 MB each at 512 px; more with larger models)
@@ -231,8 +232,8 @@ class Searcher:
                 prepared = prepare(img.rotate(deg, expand=True), size, ex.max_side, ex.backbone.mean, ex.backbone.std)
                 with self.svc.interactive:
                     fm = ex.feature_maps([prepared])[0]
-                dt = describe_map(fm, snap.mu, None, params)
-                turns.append(Described(dt.raw, np.ascontiguousarray(np.rot90(dt.share, -deg // 90)), None))
+                dt = describe_map(fm, snap.mu, None, params, cells=True)  # its cells as turned: results lie upright
+                turns.append(Described(dt.raw, np.ascontiguousarray(np.rot90(dt.share, -deg // 90)), None, dt.cells))
             with self._lock:
                 self._turns[key] = turns
                 while len(self._turns) > self._cache_size:
@@ -273,7 +274,7 @@ class Searcher:
             prepared = ex.prepare_path(req.path, req.box) if req.path else ex.prepare_image(req.image, req.box)
             with self.svc.interactive:
                 m = ex.forward([prepared.array])[0]
-            crop = describe_features(np.ascontiguousarray(m.transpose(1, 2, 0)), snap.mu, params)
+            crop = describe_features(np.ascontiguousarray(m.transpose(1, 2, 0)), snap.mu, params, cells=True)
             fm = FeatureMap(m.transpose(1, 2, 0), prepared.scale, prepared.offset, prepared.orig_size, ex.stride)
             # the crop's cells start at the box; the network pads the last ones beyond it
             x1, y1, x2, y2 = fm.cells_rect(slice(0, m.shape[1]), slice(0, m.shape[2]))
@@ -282,12 +283,12 @@ class Searcher:
             if plan.box_mode == "crop":
                 return _described(crop, req), prepared.orig_size, True, own, False
         fm, ran = self.feature_map(req, snap)
-        d = describe_map(fm, snap.mu, req.box, params)
+        d = describe_map(fm, snap.mu, req.box, params, cells=True)
         if crop is not None:  # hybrid: the map's cells and the crop's own pass, summed
             v = d.raw.astype(np.float64) + crop.raw
             # the overlay shows the crop pass's share grid: it covers the box as drawn, where the
             # map's cells stick out of it by up to half a cell (the heat read 6-12 px off the box)
-            d = Described((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32), crop.share, crop.where)
+            d = Described((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32), crop.share, crop.where, crop.cells)
             ran = True
         return _described(d, req), fm.orig_size, ran, own, req.box is None and policy.TURN_QUERIES
 
@@ -358,7 +359,7 @@ class Searcher:
             w = d.share / max(float(d.share.max()), 1e-12) if d.share is not None else None
             return SearchResult(req.id, hits, w, tuple(size), req.box, used_cnn, timings,
                                 d.where if req.box is not None else None, plan, total, snap.generation, d.raw,
-                                snap.space.id if snap.space is not None else 0, settled)
+                                snap.space.id if snap.space is not None else 0, settled, d.cells)
 
         shown = False  # whether `early` has the answer for the description searched
         if turnable:
@@ -375,19 +376,34 @@ class Searcher:
         told = None if early is None or shown else (lambda *answer: early(result(d, *answer, settled=False)))
         return result(d, *self.rank(d.raw, req, snap, plan, pinned, thumb, same, early=told))
 
-    def match_grid(self, query_raw: np.ndarray, path: str) -> np.ndarray:
+    def match_grid(self, query_raw: np.ndarray, path: str, cells: np.ndarray | None = None) -> np.ndarray:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
         photo's cells as the stored share grid lies (the heat overlay of a result): each cell's
-        positive part in the cosine of the searched vectors (describe.match_share), stretched
+        positive part in the cosine of the searched vectors (describe.match_share), times how
+        closely it resembles one of the query's strongest `cells` (SearchResult.query_cells or
+        `query_cells`; None: the first alone; describe.match_heat), stretched
         (heatmap.stretch_match). One CNN pass per photo (its map kept, LRU), on the current
         snapshot's model, centring mean and whitening. Raises ImageError for an unreadable photo. (The query's own
         file and its copies show the query's own grid instead: `Hit.turn`.)"""
+        snap = self._space_snapshot()
+        fm, _ = self.feature_map(SearchRequest(path=path), snap, result=True)
+        params = HewParams(snap.space.threshold, snap.space.z_ratio)
+        return stretch_match(match_heat(fm.features, snap.mu, snap.whitening, snap.whitening.apply(query_raw)[0],
+                                        cells, params))
+
+    def query_cells(self, path: str) -> np.ndarray:
+        """The match overlay's cells (describe.query_cells) of a whole library photo searched by
+        its stored descriptor, which keeps no cells: one CNN pass (the map kept as a result's)."""
+        snap = self._space_snapshot()
+        fm, _ = self.feature_map(SearchRequest(path=path), snap, result=True)
+        return describe_features(fm.features, snap.mu, HewParams(snap.space.threshold, snap.space.z_ratio),
+                                 cells=True).cells
+
+    def _space_snapshot(self):
         snap = self.svc.snapshot()
         if snap.space is None:
             raise HeatSearchError("the library is not open yet")
-        fm, _ = self.feature_map(SearchRequest(path=path), snap, result=True)
-        params = HewParams(snap.space.threshold, snap.space.z_ratio)
-        return stretch_match(match_share(fm.features, snap.mu, snap.whitening, snap.whitening.apply(query_raw)[0], params))
+        return snap
 
     def _pinned(self, req: SearchRequest, own, snap) -> tuple[list[int], list[int]]:
         """(catalog ids byte-identical to the query photo (the photo itself first) that the
