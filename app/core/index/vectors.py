@@ -35,21 +35,28 @@ GRAPH_RESAVE = 0.05  # rewrite the graph file when this share of the slots is ne
 # Exact search costs ~0.2-0.4 ns per multiply-add here (100k x 512: 11-22 ms on 2 cores, before
 # QE and HeR); above this many multiply-adds per query the library switches to HNSW, so that a
 # search stays well under 25 ms up to ~500k photos (benchmarks/query_latency.py): 50k photos at
-# D = 512, 20k at 1280. Beyond, recall wins over the 25 ms: ~29 ms p50 at a million photos.
+# D = 512, 20k at 1280. Beyond, recall wins over the 25 ms: ~25-29 ms p50 at a million photos.
 EXACT_MAX_WORK = 26_000_000
-# HNSW: a denser graph than hnswlib's default M = 16, and a search beam (ef) that widens with the
-# library, measured to reach recall >= 0.95 at k = 200 and 800 against exact search
-# (benchmarks/query_latency.py --sweep): at 100k photos a beam of 2k gives 0.98; at 1M the same
-# beam gives 0.86 at 800 and the beam must be ~5k (k = 800) and ~1,600 (k = 200). A k below 320
-# gets the beam of k = 320: a beam of a few dozen misses neighbours of even the best few. The
-# widening was measured up to k = 864 (800 + the snapshot's 64); a larger k (a narrow filter's
-# retries) keeps 2k, or the widened beam of 864 when that is larger.
+# HNSW: a denser graph than hnswlib's default M = 16, built on the vectors' leading dimensions
+# (graph_width: 256 of 512 for whitened descriptors, which hold 0.8 of their energy there) with
+# ef_construction 100 (200 on all of them), whose beam is ranked again by all dimensions (Snapshot.search_slots); the
+# beam (ef) widens with the library. Measured (benchmarks/query_latency.py --sweep, synthetic
+# 512-d descriptors with the shared photos' whitened spectrum, 2 cores): a million photos graph
+# in 452 s (the full 512 dimensions at ef_construction 200: 2,483 s) and find 0.977 / 0.981 of the
+# exact top 200 / 800 at the beams below (2,400 / 6,480); at 100k photos a full graph's beam of 2k
+# gave 0.98, at 1M the same beam 0.86 at 800. A k below 320 gets the beam of k = 320: a beam of a
+# few dozen misses neighbours of even the best few. The widening was measured up to k = 864 (800
+# + the snapshot's 64); a larger k (a narrow filter's retries) keeps 2k, or the widened beam of
+# 864 when that is larger.
 HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_CONSTRUCTION = 200  # a graph on every dimension
+PREFIX_EF_CONSTRUCTION = 100  # a graph on the leading dimensions
 HNSW_EF_FACTOR = 2.0  # beam / k up to HNSW_WIDEN_FROM photos
 HNSW_EF_PER_DECADE = 3.0  # added to the factor per tenfold growth above it
 HNSW_WIDEN_FROM = 100_000
 HNSW_MIN_K, HNSW_MAX_K = 320, 864  # the range of k the widening is applied to (measured)
+GRAPH_ENERGY = 0.8  # graph_width: the share of the vectors' energy the graph's dimensions hold
+RERANK_WIDEN = 1.5  # the beam of a graph on fewer dimensions (ranked again by all of them), over a full one's
 
 
 class RWLock:
@@ -100,15 +107,36 @@ def top_k(sims: np.ndarray, k: int) -> np.ndarray:
     return part[np.lexsort((part, -sims[part]))]
 
 
-class HnswGraph:
-    """hnswlib inner-product graph over slots (labels = slot numbers)."""
+def graph_width(vectors: np.ndarray) -> int:
+    """How many leading dimensions of the (n, D) unit rows `vectors` the graph is built on: the
+    fewest (a multiple of 32) that hold GRAPH_ENERGY of their squared length on average, when
+    they are at most half of D; else all D. Whitened descriptors put their energy first (PCA
+    order; the shrinkage damps the weak directions): on the shared photos at D = 512, 0.81 lies
+    in the first 256. Where it is spread more evenly, a graph on most dimensions at the lower
+    ef_construction missed too much (synthetic 512-d data with every dimension alike: 416
+    dimensions, 0.845 of the exact top 800 at a million photos): the full graph, as before."""
+    n, dim = vectors.shape
+    if n == 0:
+        return dim
+    sample = vectors[:: max(1, n // 20_000)]
+    energy = np.cumsum(np.einsum("ij,ij->j", sample, sample, dtype=np.float64))
+    need = -(-(int(np.searchsorted(energy, GRAPH_ENERGY * energy[-1])) + 1) // 32) * 32
+    return need if need <= dim // 2 else dim
 
-    def __init__(self, dim: int, capacity: int = 1024, index=None):
+
+class HnswGraph:
+    """hnswlib inner-product graph over slots (labels = slot numbers), on the first `width` of
+    the D dimensions (graph_width; the index's own dim when loaded): a graph on fewer dimensions
+    is searched for its whole beam, which the caller ranks by the full vectors (Snapshot)."""
+
+    def __init__(self, dim: int, capacity: int = 1024, index=None, width: int | None = None):
         self.dim = dim
+        self.width = int(index.dim) if index is not None else int(width or dim)
         self.lock = RWLock()
         if index is None:
-            index = hnswlib.Index(space="ip", dim=dim)
-            index.init_index(max_elements=max(int(capacity), 1024), ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M)
+            index = hnswlib.Index(space="ip", dim=self.width)
+            built = HNSW_EF_CONSTRUCTION if self.width == dim else PREFIX_EF_CONSTRUCTION
+            index.init_index(max_elements=max(int(capacity), 1024), ef_construction=built, M=HNSW_M)
         self.index = index
         self.index.set_num_threads(1)  # the writer adds in small batches; searches run one query
         self._beam = threading.Lock()  # ef is one setting of the whole index: one search at a time
@@ -123,7 +151,7 @@ class HnswGraph:
             if cancelled is not None and cancelled():
                 return
             with self.lock.write():
-                self.index.add_items(vectors[s: s + chunk], slots[s: s + chunk])
+                self.index.add_items(np.ascontiguousarray(vectors[s: s + chunk, : self.width]), slots[s: s + chunk])
 
     def kill(self, slots) -> None:
         with self.lock.write():
@@ -134,14 +162,21 @@ class HnswGraph:
                     pass
 
     def search(self, q: np.ndarray, k: int) -> np.ndarray:
-        """Up to k slots, best first. k must not exceed the live elements (the caller knows them)."""
+        """Up to k slots, best first by the graph's dimensions; a graph on fewer than D: the whole
+        beam, for the caller to rank by the full vectors. k must not exceed the live elements (the
+        caller knows them)."""
         with self.lock.read(), self._beam:
             if k <= 0:
                 return np.zeros(0, np.int64)
-            self.index.set_ef(beam(k, int(self.index.element_count)))
+            n = int(self.index.element_count)
+            ef = beam(k, n, self.width < self.dim)
+            self.index.set_ef(ef)
+            if self.width < self.dim:
+                k = max(k, min(ef, n))
+            q = np.ascontiguousarray(np.asarray(q, np.float32).ravel()[: self.width])
             while True:
                 try:
-                    labels, _ = self.index.knn_query(q.reshape(1, -1).astype(np.float32), k=k)
+                    labels, _ = self.index.knn_query(q.reshape(1, -1), k=k)
                     return labels[0].astype(np.int64)
                 except RuntimeError:  # fewer reachable live elements than k
                     if k <= 1:
@@ -149,11 +184,14 @@ class HnswGraph:
                     k //= 2
 
 
-def beam(k: int, n: int) -> int:
+def beam(k: int, n: int, reranked: bool = False) -> int:
     """HNSW search beam (ef) for the top k of a graph over n elements: f k' with k' = k clamped
     to [320, 864] and f = 2 up to 100,000 elements, 3 more per tenfold growth above (5 at a
-    million); never below 2k."""
+    million), RERANK_WIDEN times that for a graph on fewer dimensions than the vectors
+    (`reranked`: its order is not the full vectors', its beam must hold their top k); never below 2k."""
     factor = HNSW_EF_FACTOR + HNSW_EF_PER_DECADE * max(0.0, math.log10(max(n, 1) / HNSW_WIDEN_FROM))
+    if reranked:
+        factor *= RERANK_WIDEN
     k = int(k)
     return max(int(HNSW_EF_FACTOR * k), int(factor * min(max(k, HNSW_MIN_K), HNSW_MAX_K)))
 
@@ -227,8 +265,9 @@ class VectorStore:
         """Build the HNSW graph over the live slots on `threads` threads (default: every core;
         searches meanwhile use the previous snapshot, and a whole build is worth the cores it
         can have); False when cancelled."""
-        g = HnswGraph(self.dim, capacity=max(1024, int(self.n * 1.25)))
         live = np.nonzero(self._ids[: self.n] >= 0)[0]
+        sample = self._buf[live[:: max(1, len(live) // 20_000)]]  # not a copy of every row
+        g = HnswGraph(self.dim, capacity=max(1024, int(self.n * 1.25)), width=graph_width(sample))
         g.index.set_num_threads(threads or os.cpu_count() or 1)
         try:
             g.add(live, self._buf[live], cancelled)
@@ -293,8 +332,9 @@ class VectorStore:
         if legacy.exists():
             legacy.unlink()
         tmp = side.with_name(side.name + ".tmp")
+        width = {"graph_width": self.graph.width} if self.graph is not None else {}
         tmp.write_text(json.dumps({"format": FORMAT, "dim": self.dim, "n": self.n, "crc": crcs, "store": self.token,
-                                   "graph_n": self._graph_saved_n, **meta}))
+                                   "graph_n": self._graph_saved_n, **width, **meta}))
         os.replace(tmp, side)
 
     @classmethod
@@ -326,7 +366,7 @@ class VectorStore:
                 hp = _file(prefix, ".hnsw")
                 if _crc(hp) != crcs["hnsw"]:
                     return None
-                index = hnswlib.Index(space="ip", dim=store.dim)
+                index = hnswlib.Index(space="ip", dim=int(meta.get("graph_width", dim)))
                 index.load_index(str(hp), max_elements=max(1024, int(n * 1.25)))
                 store.graph = HnswGraph(store.dim, index=index)
                 covered = int(meta.get("graph_n", n))
