@@ -155,12 +155,9 @@ class MatchOverlays(QObject):
                 cells = self._cells
                 self._busy = (n, image_id)
             final = True
+            if isinstance(cells, str):  # a library photo's: one CNN pass, then every grid uses them
+                cells = self._query_cells(n, cells)
             try:
-                if isinstance(cells, str):  # a library photo's: one CNN pass, then every grid uses them
-                    cells = self.searcher.query_cells(cells)
-                    with self._cond:
-                        if self._query is not None and self._query[0] == n:
-                            self._cells = cells
                 grid = self.searcher.match_grid(raw, path, cells)
             except (ImageError, InputError):  # an unreadable or vanished photo: no overlay (the photo says why)
                 grid = None
@@ -171,6 +168,19 @@ class MatchOverlays(QObject):
                 if self._stop:  # shut down meanwhile: this object may be gone
                     return
                 self._made.emit(n, image_id, grid, final)
+
+    def _query_cells(self, n: int, path: str):
+        """The cells of the library photo at `path`, the query numbered `n` (kept for its next
+        grids); None when its file cannot be read now (moved, unmounted): the grids are made
+        without them (describe.match_heat), never lost with them."""
+        try:
+            cells = self.searcher.query_cells(path)
+        except Exception:  # noqa: BLE001 - the query's own file; the results' grids do not depend on it
+            cells = None
+        with self._cond:
+            if self._query is not None and self._query[0] == n:
+                self._cells = cells
+        return cells
 
     def _on_made(self, n: int, image_id: int, grid, final: bool) -> None:
         if self._query is None or n != self._query[0] or (grid is None and not final):

@@ -46,13 +46,17 @@ def test_a_results_match_grid_is_warm_on_the_part_that_holds_the_query(tmp_path,
         res = searcher.search(SearchRequest(path=str(photo_dir / "scene2" / "img0.jpg"), top=5))
         assert res.query_raw is not None and res.query_raw.shape == (svc.snapshot().whitening.mean.shape[0],)
         write_pairs(photo_dir, tmp_path)
-        lefts = []
-        for name in ("ab.png", "ba.png"):
-            g = searcher.match_grid(res.query_raw, str(tmp_path / name))
-            assert g.dtype == np.float32 and g.min() >= 0 and g.max() == 1.0  # stretched: its warmest cells read 1
-            half = g.shape[1] // 2
-            lefts.append(float(g[:, :half].sum() / g.sum()))
-        assert lefts[0] > 0.6 and lefts[1] < 0.4, lefts
+        assert res.query_cells is None  # a library photo, searched by its stored descriptor
+        cells = searcher.query_cells(str(photo_dir / "scene2" / "img0.jpg"))
+        assert cells.dtype == np.float32 and cells.shape[1] == res.query_raw.shape[0]
+        for with_cells in (None, cells):  # the gradient alone, and times the likeness to the query's cells
+            lefts = []
+            for name in ("ab.png", "ba.png"):
+                g = searcher.match_grid(res.query_raw, str(tmp_path / name), with_cells)
+                assert g.dtype == np.float32 and g.min() >= 0 and g.max() == 1.0  # stretched: its warmest cells read 1
+                half = g.shape[1] // 2
+                lefts.append(float(g[:, :half].sum() / g.sum()))
+            assert lefts[0] > 0.6 and lefts[1] < 0.4, lefts
     finally:
         svc.close()
 

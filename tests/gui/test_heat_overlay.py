@@ -144,3 +144,39 @@ def test_plain_h_turns_the_overlay_in_the_window_as_in_the_viewer(qtbot, window,
     assert window.heat_action.isChecked() != heat and window.delegate.show_heat != heat
     qtbot.keyClick(window.results_view, Qt.Key_H)
     assert window.heat_action.isChecked() == heat
+
+
+def test_a_results_overlay_is_made_when_the_querys_own_file_cannot_be_read(qtbot, tmp_path, photo_dir):
+    """A library photo searched by its stored descriptor has no cells kept: the overlays make
+    them from its file before the first grid (Searcher.query_cells). Gone meanwhile (moved,
+    unmounted), the results' grids are made without them (a review: every result lost its
+    overlay, and the file was tried again for each); readable, they are made once and kept."""
+    from types import SimpleNamespace
+
+    from app.core.pipeline.search import SearchRequest, Searcher
+    from app.gui.workers import MatchOverlays
+    from tests.core.helpers import index, open_lib
+
+    svc = open_lib(tmp_path / "home")
+    overlays = None
+    try:
+        index(svc, [photo_dir])
+        searcher = Searcher(svc)
+        query = photo_dir / "scene2" / "img0.jpg"
+        res = searcher.search(SearchRequest(path=str(query), top=5))
+        write_pairs(photo_dir, tmp_path)
+        overlays = MatchOverlays(searcher)
+        overlays.QUIET = 0.0
+        for n, cells in enumerate((str(tmp_path / "moved-away.jpg"), str(query))):
+            overlays.set_query(res.query_raw, generation=n, cells=cells)
+            hit = SimpleNamespace(image_id=1, path=str(tmp_path / "ab.png"), duplicate=False, copy=False)
+            assert overlays.grid(hit) is None  # asked for
+            qtbot.waitUntil(lambda: overlays.made(hit), timeout=30000)
+            grid = overlays.grid(hit)
+            assert grid is not None and grid[:, : grid.shape[1] // 2].sum() > grid[:, grid.shape[1] // 2:].sum()
+            kept = overlays._cells
+            assert (kept is None) if n == 0 else (isinstance(kept, np.ndarray) and kept.shape[1] == res.query_raw.shape[0])
+    finally:
+        if overlays is not None:
+            overlays.shutdown()
+        svc.close()

@@ -56,6 +56,7 @@ HNSW_EF_PER_DECADE = 3.0  # added to the factor per tenfold growth above it
 HNSW_WIDEN_FROM = 100_000
 HNSW_MIN_K, HNSW_MAX_K = 320, 864  # the range of k the widening is applied to (measured)
 GRAPH_ENERGY = 0.8  # graph_width: the share of the vectors' energy the graph's dimensions hold
+MIN_GRAPH_WIDTH = 256  # ... and never fewer dimensions than this (so only from D = 512)
 RERANK_WIDEN = 1.5  # the beam of a graph on fewer dimensions (ranked again by all of them), over a full one's
 
 
@@ -121,6 +122,7 @@ def graph_width(vectors: np.ndarray) -> int:
     sample = vectors[:: max(1, n // 20_000)]
     energy = np.cumsum(np.einsum("ij,ij->j", sample, sample, dtype=np.float64))
     need = -(-(int(np.searchsorted(energy, GRAPH_ENERGY * energy[-1])) + 1) // 32) * 32
+    need = max(need, MIN_GRAPH_WIDTH)  # measured at 256 of 512; fewer dimensions found less (128: 0.90 @800)
     return need if need <= dim // 2 else dim
 
 
@@ -161,27 +163,26 @@ class HnswGraph:
                 except RuntimeError:  # already deleted or never added
                     pass
 
-    def search(self, q: np.ndarray, k: int) -> np.ndarray:
-        """Up to k slots, best first by the graph's dimensions; a graph on fewer than D: the whole
-        beam, for the caller to rank by the full vectors. k must not exceed the live elements (the
-        caller knows them)."""
+    def search(self, q: np.ndarray, k: int, live: int | None = None) -> np.ndarray:
+        """Up to k slots, best first by the graph's dimensions; a graph on fewer than D: its whole
+        beam (up to `live`, the live elements the caller knows of), for the caller to rank by the
+        full vectors. k must not exceed the live elements."""
         with self.lock.read(), self._beam:
             if k <= 0:
                 return np.zeros(0, np.int64)
             n = int(self.index.element_count)
             ef = beam(k, n, self.width < self.dim)
             self.index.set_ef(ef)
-            if self.width < self.dim:
-                k = max(k, min(ef, n))
+            want = max(k, min(ef, n if live is None else live)) if self.width < self.dim else k
             q = np.ascontiguousarray(np.asarray(q, np.float32).ravel()[: self.width])
             while True:
                 try:
-                    labels, _ = self.index.knn_query(q.reshape(1, -1), k=k)
+                    labels, _ = self.index.knn_query(q.reshape(1, -1), k=want)
                     return labels[0].astype(np.int64)
-                except RuntimeError:  # fewer reachable live elements than k
-                    if k <= 1:
+                except RuntimeError:  # fewer reachable live elements than asked: the caller's k, then fewer
+                    if want <= 1:
                         return np.zeros(0, np.int64)
-                    k //= 2
+                    want = k if want > k else want // 2
 
 
 def beam(k: int, n: int, reranked: bool = False) -> int:
@@ -324,7 +325,7 @@ class VectorStore:
                 self._graph_crc = _crc(tmp)
                 os.replace(tmp, hp)
                 self._graph_saved_n = covered
-            crcs["hnsw"] = self._graph_crc
+            crcs[_graph_key(self.graph.width, self.dim)] = self._graph_crc
         elif hp.exists():
             hp.unlink()
             self._graph_saved_n = -1
@@ -362,11 +363,13 @@ class VectorStore:
             store._ids[:n] = ids
             store.n = n
             store._saved_n, store._saved_crc = n, crcs["vectors"]
-            if "hnsw" in crcs:
+            width = int(meta.get("graph_width", dim))
+            key = _graph_key(width, dim)
+            if key in crcs:
                 hp = _file(prefix, ".hnsw")
-                if _crc(hp) != crcs["hnsw"]:
+                if _crc(hp) != crcs[key] or not 0 < width <= dim:
                     return None
-                index = hnswlib.Index(space="ip", dim=int(meta.get("graph_width", dim)))
+                index = hnswlib.Index(space="ip", dim=width)
                 index.load_index(str(hp), max_elements=max(1024, int(n * 1.25)))
                 store.graph = HnswGraph(store.dim, index=index)
                 covered = int(meta.get("graph_n", n))
@@ -376,11 +379,18 @@ class VectorStore:
                 new = np.arange(covered, n)[store._ids[covered:n] >= 0]
                 if len(new):
                     store.graph.add(new, store._buf[new])
-                store._graph_saved_n, store._graph_crc = covered, crcs["hnsw"]
+                store._graph_saved_n, store._graph_crc = covered, crcs[key]
             store.token = meta.get("store", store.token)
             return store, meta
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             return None
+
+
+def _graph_key(width: int, dim: int) -> str:
+    """The sidecar's CRC key of the graph file: a graph on fewer dimensions than the vectors has
+    its own, so that a build from before them finds no graph (and searches exactly) rather than
+    reading it as a graph of D dimensions."""
+    return "hnsw" if width == dim else "hnsw_leading"
 
 
 def _read_meta(side: Path) -> dict:

@@ -179,7 +179,7 @@ class Snapshot(_Common):
         if allowed is not None:  # the graph knows no filter: ask for enough that k pass it, in one go
             want = min(self.n_alive, int(1.5 * k * self.n_alive / m) + 1)
         while True:  # the graph may hold slots this snapshot does not (newer, or filtered out)
-            labels = self.graph.search(q, min(want + 64, len(self.ids) + 64, self.n_alive))
+            labels = self.graph.search(q, min(want + 64, len(self.ids) + 64, self.n_alive), self.n_alive)
             labels = labels[(labels < len(self.ids))]
             labels = labels[live[labels]]
             if len(labels) >= k or want >= self.n_alive:
