@@ -39,7 +39,8 @@ from . import paths
 from .catalog.records import ImageRow
 from .errors import ImageError
 from .imageio import open_oriented, stored_orientation
-from .signature import (ASPECT_TOL, ENLARGED_DETAIL, FRAMED, ORIENTATION_NAMES, ORIENTATIONS, STRETCH_TOL, best_turns,
+from .signature import (ASPECT_TOL, ENLARGED_DETAIL, FRAMED, ORIENTATION_NAMES, ORIENTATIONS, STRAIGHT_DETAIL,
+                        STRETCH_TOL, best_turns, straighten_scores,
                         crop_search, detail_grid, detail_scores, enlargement_residual, frame_grid, frame_scores,
                         frame_share, hamming, inverse_turn, orient, variants)
 
@@ -72,6 +73,13 @@ DETAIL_MIN = 0.60
 # band, with the band left out, 0.99-1.00 (signature.detail_scores banded; benchmarks/duplicates.py
 # --quality). Asked of candidates whose coarse grid reaches TONAL_FLOOR; the slider still applies.
 DETAIL_SAME, TONAL_FLOOR = 0.95, 0.55
+# A straightened copy (signature.straighten_scores) is looked for among candidates this alike by
+# their descriptors (the copies: 0.71 and up, 53 of 65 pairs at 0.80) whose grids, as they are,
+# are somewhat alike (at 0.55 one copy of 22 was missed; unrelated pictures read ~0) but not the
+# same photo whole; it is one at
+# this frame correlation or the slider's, whichever is higher, with its fine structure (other
+# photos read 0.95 at most on the grid, turned at their best)
+STRAIGHT_COS, STRAIGHT_FLOOR, STRAIGHT_NCC = 0.80, 0.40, 0.97
 CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
 HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;
 #               other views of one object or building: mostly 9-22; benchmarks/duplicates.py)
@@ -472,8 +480,27 @@ def _candidates(ids: np.ndarray, vecs: np.ndarray, rows: dict, cache: dict):
     banded = detail.copy()
     _fill_detail(banded, np.flatnonzero(banded < DETAIL_SAME), pairs, ncc, rows, banded=True)
     cache["banded"] = banded
+    cache["straight"] = _straight(pairs, cos, ncc, rows)
     cache["candidates"] = (pairs, cos, ncc, change, detail)
     return cache["candidates"]
+
+
+def _straight(pairs: np.ndarray, cos: np.ndarray, ncc: np.ndarray, rows: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(score (P, 3): straighten_scores of the better way round, -1 where not asked; from_first
+    (P,) bool: whether the pair's first photo is the one straightened into the second) for the
+    candidate pairs alike enough by descriptor and not the same photo whole."""
+    score = np.tile(np.array([-1.0, -1.0, 0.0], np.float32), (len(pairs), 1))
+    from_first = np.ones(len(pairs), bool)
+    best = ncc.max(axis=1) if len(pairs) else np.zeros(0)
+    idx = np.flatnonzero((cos >= STRAIGHT_COS) & (best >= STRAIGHT_FLOOR) & (best < STRAIGHT_NCC))
+    if len(idx):
+        a = [rows[int(pairs[i, 0])].thumb for i in idx]
+        b = [rows[int(pairs[i, 1])].thumb for i in idx]
+        ab, ba = straighten_scores(a, b, STRAIGHT_NCC), straighten_scores(b, a, STRAIGHT_NCC)
+        first = ab[:, 0] >= ba[:, 0]
+        score[idx] = np.where(first[:, None], ab, ba)
+        from_first[idx] = first
+    return score, from_first
 
 
 def _fill_detail(detail: np.ndarray, idx: np.ndarray, pairs: np.ndarray, ncc: np.ndarray, rows: dict,
@@ -539,6 +566,12 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict[int, ImageRow
             if max(most.get(small, 0.0), _content_area(rows[small])) <= ENLARGED * window:
                 same.append((big, small))
                 crop_of[small] = big
+    # a straightened copy: cut from its photo, as a crop is
+    straight, from_first = cache["straight"]
+    for i in np.flatnonzero((straight[:, 0] >= max(threshold, STRAIGHT_NCC)) & (straight[:, 1] >= STRAIGHT_DETAIL)):
+        src, dst = (pairs[i] if from_first[i] else pairs[i, ::-1]).tolist()
+        same.append((src, dst))
+        crop_of.setdefault(dst, src)
     # a screenshot shows one photo: joined to the one it fits best, never a bridge to another view
     # of it (a screenshot of one UKBench view joined the next view's group)
     same += [(big, small) for big, (_, small) in frames.items()]
@@ -689,6 +722,12 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
                                                                   m.image_id, keep.image_id, known):
             return "bordered", FRAMED_WORDS, known[key][0]
     if not whole:
+        key = ("straight", keep.image_id, m.image_id)
+        if key not in known:
+            known[key] = straighten_scores([keep_row.thumb], [m_row.thumb])[0] if keep_row.thumb and m_row.thumb else None
+        st = known[key]
+        if st is not None and st[0] >= max(threshold, STRAIGHT_NCC) and st[1] >= STRAIGHT_DETAIL:
+            return "crop", f"{RELATIONS['crop']}, straightened by {abs(float(st[2])):.1f}°", float(st[0])
         return "similar", RELATIONS["similar"], max(sim, win)
     words = []
     if k:  # k turns the member back onto the keep: the member is the keep turned the other way
