@@ -76,9 +76,8 @@ DETAIL_SAME, TONAL_FLOOR = 0.95, 0.55
 # A straightened copy (signature.straighten_scores) is looked for among candidates this alike by
 # their descriptors (the copies: 0.71 and up, 53 of 65 pairs at 0.80) whose grids, as they are,
 # are somewhat alike (at 0.55 one copy of 22 was missed; unrelated pictures read ~0) but not the
-# same photo whole; it is one at
-# this frame correlation or the slider's, whichever is higher, with its fine structure (other
-# photos read 0.95 at most on the grid, turned at their best)
+# same photo whole. It is one at this frame correlation, or the slider's where higher, with its
+# fine structure at STRAIGHT_DETAIL (other photos: up to 0.965 on the grid, 0.41 in the detail)
 STRAIGHT_COS, STRAIGHT_FLOOR, STRAIGHT_NCC = 0.80, 0.40, 0.97
 CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
 HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;

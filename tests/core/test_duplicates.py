@@ -738,9 +738,9 @@ def test_components_are_the_groups_of_the_pairs_found_the_same():
 def test_a_straightened_copy_is_cut_from_its_photo(photo, degrees):
     """Issue 48, item 10: a photo straightened in an editor (turned by a few degrees and cut to the
     largest rectangle of its shape inside the turn) moved every edge of the grids: 0.18 of them
-    were found. Turned back at its best angle the copy's grid reads 0.99-1.00 and its fine
-    structure 0.67-0.90, where two views of one object beside each other read 0.95 and 0.43 at
-    most: the copy is cut from the photo, after it; the two views stay apart."""
+    were found. Turned back at its best angle the copy's grid reads 0.98-1.00 and its fine
+    structure 0.56-0.91, where two views of one object beside each other read up to 0.965 and 0.41:
+    the copy is cut from the photo, after it; the two views stay apart."""
     from app.core.duplicates import NEAR_DEFAULT, group_duplicates
 
     src = Image.open(shared_photos(photo[0], photo[1] + 1)[photo[1]]).convert("RGB")
