@@ -53,7 +53,10 @@ def spectrum(d: int, kind: str) -> np.ndarray:
     return np.sqrt(e * d / e.sum()).astype(np.float32)
 
 
-def synth(n, d, rng, scale):
+def synth(n, d, rng, scale=None):
+    """(n, d) float32 unit rows (the module's docstring); scale: `spectrum`'s, None for every
+    dimension alike (benchmarks/pg_latency.py's data, as its figures were measured)."""
+    scale = np.ones(d, np.float32) if scale is None else scale
     clusters = max(1, n // 50)
     centres = l2n(rng.normal(size=(clusters, d))).astype(np.float32)
     out = np.empty((n, d), np.float32)
