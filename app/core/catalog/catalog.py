@@ -838,8 +838,8 @@ class Catalog:
     def vector_table_exists(self, table: str) -> bool:
         return self._server().table_exists(self.engine, table)
 
-    def build_vectors(self, space_id: int, white_version: int, dim: int, chunks, cancelled=None, ann: bool = False) -> str | None:
-        return self._server().build_vectors(self.engine, space_id, white_version, dim, chunks, cancelled, ann)
+    def build_vectors(self, space_id: int, white_version: int, dim: int, chunks, cancelled=None) -> str | None:
+        return self._server().build_vectors(self.engine, space_id, white_version, dim, chunks, cancelled)
 
     def count_vectors(self, table: str) -> int:
         return self._server().count(self.engine, table)
@@ -847,9 +847,13 @@ class Catalog:
     def vector_ann_exists(self, table: str) -> bool:
         return self._server().has_ann(self.engine, table)
 
-    def build_vector_ann(self, table: str) -> None:
+    def vector_ann_width(self, table: str) -> int | None:
+        """The leading dimensions the table's graph is built on; 0: all of them; None: no graph."""
+        return self._server().ann_width(self.engine, table)
+
+    def build_vector_ann(self, table: str, width: int = 0) -> None:
         with self.engine.connect() as c:
-            self._server().build_ann(c, table)
+            self._server().build_ann(c, table, width)
 
     def drop_vector_table(self, table: str) -> None:
         self._server().drop_table(self.engine, table)
@@ -858,12 +862,12 @@ class Catalog:
         self._server().drop_old_tables(self.engine, space_id, keep_from)
 
     def search_vectors(self, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters=None, n_alive: int = 0,
-                       exact_below: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       exact_below: int = 0, width: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top k of a vector table for the unit query q (D,): (ids, sims, vectors), best first;
         `filters` (records.Filters) restrict it in SQL, exactly when they leave at most
-        `exact_below` multiply-adds (photos x D)."""
+        `exact_below` multiply-adds (photos x D); `width`: the graph's (vector_ann_width)."""
         return self.guard(self._server().search_filtered, self.engine, table, q, k, exact, ef, filters, n_alive,
-                          exact_below)
+                          exact_below, width)
 
     def vectors_of(self, table: str, ids, dim: int) -> tuple[np.ndarray, np.ndarray]:
         return self.guard(self._server().vectors_of, self.engine, table, [int(i) for i in ids], dim)

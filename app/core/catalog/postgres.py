@@ -42,6 +42,18 @@ CONNECT_TIMEOUT_S = int(os.environ.get("HEATSEARCH_PG_CONNECT_TIMEOUT", "10"))
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 EF_SEARCH_MAX = 1000  # pgvector's limit; iterative scans go on beyond it
+# an iterative scan keeps the candidates it has not yet returned in work_mem x this (4 MB x 16);
+# past it, it drops them and finds fewer of the true neighbours (300,000 photos: recall@800 of a
+# 6,000-candidate beam 0.922 at x 1, 0.956 at x 8; benchmarks/pg_latency.py)
+SCAN_MEM_MULTIPLIER = 16
+# ... and gives up after visiting this many tuples per candidate asked (pgvector's default stops
+# at 20,000: at a million photos a 2,400-candidate beam then found 0.941 of the top 200, at 20 x
+# 0.967; a 9,000-candidate one 0.925 of the top 800 at 4 x, 0.985 at 20 x)
+SCAN_TUPLES_PER_CANDIDATE = 20
+# a filter is searched exactly up to this many times the work of an unfiltered exact search: a
+# graph walk that must skip nine photos of ten for each it keeps visits too many (a million
+# photos, 10 % allowed: recall 0.77 in 252 ms by the graph, 1.000 in 234 ms exactly)
+FILTER_EXACT_FACTOR = 4
 VECTOR_TYPE = os.environ.get("HEATSEARCH_PG_VECTOR", "vector")  # vector | halfvec (README: "Large libraries")
 # whether current_user may index: INSERT on the photos, or CREATE where a new library's tables go
 CAN_WRITE_SQL = ("SELECT CASE WHEN to_regclass('images') IS NOT NULL "
@@ -290,9 +302,9 @@ class PostgresDialect:
 
     # ---- building and searching (the writer's ServerIndex and the readers' snapshots) ----------------
     def build_vectors(self, engine: Engine, space_id: int, white_version: int, dim: int, chunks,
-                      cancelled: Callable[[], bool] | None = None, ann: bool = False) -> str | None:
+                      cancelled: Callable[[], bool] | None = None) -> str | None:
         """Create (replacing) the table of (space, version) from `chunks` of (ids, whitened (m, D)
-        float32) by binary COPY, then its HNSW index when `ann`. Returns the table, or None when
+        float32) by binary COPY (its HNSW index: build_ann). Returns the table, or None when
         cancelled (nothing left behind)."""
         table = vec_table(space_id, white_version)
         with engine.connect() as c:
@@ -316,23 +328,39 @@ class PostgresDialect:
                         cp.set_types(["int8", VECTOR_TYPE])
                         for i, v in zip(np.asarray(ids).tolist(), np.asarray(vecs, np.float32)):
                             cp.write_row((i, v if VECTOR_TYPE == "vector" else _half(v)))
-            if ann:
-                self.build_ann(c, table)
         return table
 
-    def build_ann(self, c, table: str) -> None:
+    def build_ann(self, c, table: str, width: int = 0) -> None:
         """pgvector's HNSW index over a vector table (inner product), with parallel maintenance
-        workers where the server has cores."""
-        ops = "vector_ip_ops" if VECTOR_TYPE == "vector" else "halfvec_ip_ops"
+        workers where the server has cores. `width` > 0: the graph is built on the vectors'
+        leading `width` dimensions in halfvec (an expression index; index.vectors.graph_width
+        says when), and `search` ranks what it finds by all of them."""
+        if width:
+            key, ops = f"((subvector(emb, 1, {int(width)}))::halfvec({int(width)}))", "halfvec_ip_ops"
+        else:
+            key, ops = "emb", "vector_ip_ops" if VECTOR_TYPE == "vector" else "halfvec_ip_ops"
         with c.begin():
-            c.exec_driver_sql("SET LOCAL maintenance_work_mem = '1GB'")
+            # at least 1 GB (a million photos' graph, 0.8 GB, is built in memory), never less than
+            # the server's own setting (an administrator raises it for ten million)
+            kb = int(c.exec_driver_sql("SELECT setting FROM pg_settings WHERE name = 'maintenance_work_mem'").scalar())
+            c.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{max(kb, 2**20)}kB'")
             c.exec_driver_sql(f"SET LOCAL max_parallel_maintenance_workers = {max(0, (os.cpu_count() or 1) - 1)}")
-            c.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (emb {ops}) "
+            c.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw ({key} {ops}) "
                               f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
 
     def has_ann(self, engine: Engine, table: str) -> bool:
         with engine.connect() as c:
             return c.exec_driver_sql("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": f"{table}_hnsw"}).scalar()
+
+    def ann_width(self, engine: Engine, table: str) -> int | None:
+        """The leading dimensions the table's HNSW graph is built on: 0 when it is built on all of
+        them, None when there is none."""
+        with engine.connect() as c:
+            d = c.exec_driver_sql("SELECT pg_get_indexdef(to_regclass(%(t)s))", {"t": f"{table}_hnsw"}).scalar()
+        if d is None:
+            return None
+        m = re.search(r"subvector\(emb, 1, (\d+)\)", d)
+        return int(m.group(1)) if m else 0
 
     def drop_old_tables(self, engine: Engine, space_id: int, keep_from: int) -> None:
         """Drop the space's vector tables of whitening versions below `keep_from` (the previous
@@ -356,14 +384,16 @@ class PostgresDialect:
             return int(c.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar())
 
     def search(self, engine: Engine, table: str, q: np.ndarray, k: int, exact: bool, ef: int,
-               where_sql: str = "", params: dict | None = None, scan_tuples: int = 20_000
+               where_sql: str = "", params: dict | None = None, scan_tuples: int = 20_000, width: int = 0
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top k of `table` for the unit query `q` (D,): (ids (k,) int64, sims (k,) float32,
         vectors (k, D) float32), best first by exact similarity. `where_sql` restricts the rows
         (the photo table is `i`); exact: a sequential scan; else the HNSW graph asked for `ef`
         candidates (the beam the library's size needs: pgvector's own beam stops at 1,000 and its
         iterative scan goes on), ids and distances only, whose best k are then read with their
-        vectors in the same transaction."""
+        vectors in the same transaction. `width` > 0: the graph is built on the leading `width`
+        dimensions (build_ann); its `ef` candidates are ranked by all of them on the server and
+        the best k come back with their vectors."""
         join = " JOIN images i ON i.id = v.image_id" if where_sql else ""
         cast = "::halfvec" if VECTOR_TYPE == "halfvec" else ""
         # exact: an ORDER BY expression the HNSW index cannot serve (a scan of every row, exact
@@ -382,14 +412,21 @@ class PostgresDialect:
                     else:
                         c.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {int(min(max(ef, 10), EF_SEARCH_MAX))}")
                         c.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                        c.exec_driver_sql(f"SET LOCAL hnsw.max_scan_tuples = {int(max(scan_tuples, 4 * args['m']))}")
-                        # the graph's candidates come in relaxed order: keep the best k of m by distance
-                        cur.execute(f"SELECT v.image_id, {order} FROM {table} v{join}{where} ORDER BY {order} LIMIT %(m)s", args)
-                        cand = cur.fetchall()
-                        best = [r[0] for r in sorted(cand, key=lambda r: r[1])[: int(k)]]
-                        cur.execute(f"SELECT image_id, emb{'::vector' if cast else ''} FROM {table} "
-                                    f"WHERE image_id = ANY(%(ids)s)", {"ids": best})
-                        rows = cur.fetchall()
+                        c.exec_driver_sql(f"SET LOCAL hnsw.max_scan_tuples = "
+                                          f"{int(max(scan_tuples, SCAN_TUPLES_PER_CANDIDATE * args['m']))}")
+                        c.exec_driver_sql(f"SET LOCAL hnsw.scan_mem_multiplier = {SCAN_MEM_MULTIPLIER}")
+                        if width:
+                            args["ql"] = _half(np.asarray(q, np.float32)[: int(width)])
+                            cur.execute(leading_sql(table, int(width), join + where), args)
+                            rows = cur.fetchall()
+                        else:
+                            # the graph's candidates come in relaxed order: keep the best k of m by distance
+                            cur.execute(f"SELECT v.image_id, {order} FROM {table} v{join}{where} ORDER BY {order} LIMIT %(m)s", args)
+                            cand = cur.fetchall()
+                            best = [r[0] for r in sorted(cand, key=lambda r: r[1])[: int(k)]]
+                            cur.execute(f"SELECT image_id, emb{'::vector' if cast else ''} FROM {table} "
+                                        f"WHERE image_id = ANY(%(ids)s)", {"ids": best})
+                            rows = cur.fetchall()
                 except psycopg.errors.UndefinedTable as e:
                     raise StaleSnapshotError(f"the search table {table} was replaced") from e
         ids, vecs = _rows(rows, len(q))
@@ -398,12 +435,12 @@ class PostgresDialect:
         return ids[order], sims[order], vecs[order]
 
     def search_filtered(self, engine: Engine, table: str, q: np.ndarray, k: int, exact: bool, ef: int, filters,
-                        n_alive: int, exact_below: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                        n_alive: int, exact_below: int, width: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`search` restricted by folder and date filters: a filter that leaves few photos (at most
-        `exact_below` multiply-adds: photos x D) is searched exactly; otherwise the HNSW scan goes on
-        (iteratively) until k rows pass."""
+        FILTER_EXACT_FACTOR x `exact_below` multiply-adds: photos x D) is searched exactly;
+        otherwise the HNSW scan goes on (iteratively) until k rows pass."""
         if filters is None or not filters.active:
-            return self.search(engine, table, q, k, exact, ef)
+            return self.search(engine, table, q, k, exact, ef, width=width)
         conds, params = ["i.status = 'indexed'"], {}
         if filters.after is not None:
             conds.append("i.taken >= %(after)s")
@@ -425,9 +462,9 @@ class PostgresDialect:
             c.rollback()
         if allowed == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, len(q)), np.float32)
-        exact = exact or allowed * len(q) <= exact_below
-        scan = int(min(2_000_000, max(20_000, 3 * k * max(n_alive, allowed) / allowed)))
-        return self.search(engine, table, q, k, exact, ef, where, params, scan)
+        exact = exact or allowed * len(q) <= FILTER_EXACT_FACTOR * exact_below
+        scan = int(min(2_000_000, max(20_000, SCAN_TUPLES_PER_CANDIDATE * max(k, ef) * max(n_alive, allowed) / allowed)))
+        return self.search(engine, table, q, k, exact, ef, where, params, scan, width)
 
     def vectors_of(self, engine: Engine, table: str, ids: list[int], dim: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids found (m,), their vectors (m, D)) in the order of `ids`."""
@@ -592,6 +629,16 @@ def _exists(conn, table: str) -> bool:
 def _vector_tables(conn) -> list[str]:
     return [r[0] for r in conn.exec_driver_sql(
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'vec\\_s%%\\_w%%'")]
+
+
+def leading_sql(table: str, width: int, join_where: str = "") -> str:
+    """The search of a graph on the leading `width` dimensions (build_ann): its %(m)s nearest by
+    them for %(ql)s (the query's leading dimensions, halfvec), of which the server returns the
+    %(k)s nearest to %(q)s by all of them, with their vectors (float32)."""
+    cast = "::halfvec" if VECTOR_TYPE == "halfvec" else ""
+    lead = f"(subvector(v.emb, 1, {width}))::halfvec({width}) <#> %(ql)s"
+    return (f"SELECT c.image_id, c.emb{'::vector' if cast else ''} FROM (SELECT v.image_id, v.emb FROM {table} v{join_where} "
+            f"ORDER BY {lead} LIMIT %(m)s) c ORDER BY c.emb <#> %(q)s{cast} LIMIT %(k)s")
 
 
 def _upsert(conn, table: str, space_id: int, ids, vecs: np.ndarray) -> None:

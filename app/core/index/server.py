@@ -12,7 +12,18 @@ import numpy as np
 from ..aggregate.descriptor import Whitening
 from ..catalog.records import SpaceRow
 from ..errors import Cancelled
-from .vectors import choose_backend
+from .vectors import choose_backend, graph_width
+
+
+def build_graph(catalog, table: str, dim: int, n: int) -> int:
+    """pgvector's HNSW graph over the vector table `table` of n rows of D = `dim`, on the leading
+    dimensions that hold most of the vectors' energy (vectors.graph_width of a sample of its
+    rows, as the file backend's graph; the search ranks its candidates by all D). Returns the
+    graph's width (D: all of them)."""
+    sample = catalog.sample_vectors(table, dim, 20_000, n)
+    width = graph_width(sample) if len(sample) else dim
+    catalog.build_vector_ann(table, width if width < dim else 0)
+    return width
 
 
 class ServerIndex:
@@ -48,8 +59,10 @@ class ServerIndex:
             if n:
                 self.log(f"building the server's search table for {n} photos")
             if self.catalog.build_vectors(self.space.id, self.version, self.whitening.dim, self._chunks(self.whitening),
-                                          cancelled, ann=choose_backend(n, self.whitening.dim) == "hnsw") is None:
+                                          cancelled) is None:
                 raise Cancelled("building the search table was cancelled")
+            if choose_backend(n, self.whitening.dim) == "hnsw":
+                build_graph(self.catalog, self.table, self.whitening.dim, n)
         self._alive = self.catalog.count_vectors(self.table)
 
     def rebuild(self, cancelled=None) -> None:
@@ -69,9 +82,10 @@ class ServerIndex:
         commit of the new whitening makes it the searched one."""
         out = ServerIndex(self.catalog, self.space, whitening, self.log, version=self.version + 1, may_write=self.may_write)
         n = len(self.catalog.live_ids(self.space.id))
-        if self.catalog.build_vectors(self.space.id, out.version, whitening.dim, self._chunks(whitening), cancelled,
-                                      ann=choose_backend(n, whitening.dim) == "hnsw") is None:
+        if self.catalog.build_vectors(self.space.id, out.version, whitening.dim, self._chunks(whitening), cancelled) is None:
             return None
+        if choose_backend(n, whitening.dim) == "hnsw":
+            build_graph(self.catalog, out.table, whitening.dim, n)
         out._alive = self.catalog.count_vectors(out.table)
         return out
 
@@ -84,7 +98,7 @@ class ServerIndex:
         self._alive = self.catalog.count_vectors(self.table)
         if self.may_write() and choose_backend(self._alive, self.whitening.dim) == "hnsw" and not self.catalog.vector_ann_exists(self.table):
             self.log(f"building the server's search graph for {self._alive} photos")
-            self.catalog.build_vector_ann(self.table)
+            build_graph(self.catalog, self.table, self.whitening.dim, self._alive)
 
     def save(self, generation: int, force: bool = False) -> bool:
         self.saved_generation = generation
@@ -113,5 +127,6 @@ class ServerIndex:
         return self.catalog.live_ids(self.space.id)
 
     def snapshot_parts(self) -> dict:
-        return {"catalog": self.catalog, "table": self.table, "n_alive": self._alive,
-                "ann": bool(self._alive) and self.catalog.vector_ann_exists(self.table)}
+        width = self.catalog.vector_ann_width(self.table) if self._alive else None
+        return {"catalog": self.catalog, "table": self.table, "n_alive": self._alive, "ann": width is not None,
+                "graph_width": width or 0}

@@ -21,6 +21,13 @@ from ..catalog.records import Filters, FolderInfo, SpaceInfo
 from ..index.vectors import EXACT_MAX_WORK, HnswGraph, beam, top_k
 
 SCALE_SAMPLE = 600  # photos whose pairwise similarities give the library's similarity scale
+# The beam asked of pgvector's graph (m = 16), x hnswlib's (M = 32) for the same library: on all
+# dimensions 1.5 (100,000 photos: recall@800 0.863 -> 0.985); on the leading ones, whose beam is
+# already vectors.RERANK_WIDEN wider, 1 (a million photos: recall@200/@800 0.962/0.960 in 96 ms;
+# 1.5: 0.978/0.982 in 127 ms). benchmarks/pg_latency.py --widen; pgvector's own beam stops at
+# 1,000, its iterative scans go on past it.
+PG_WIDEN = 1.5
+PG_WIDEN_LEADING = 1.0
 
 __all__ = ["Snapshot", "ServerSnapshot", "Shortlist", "FolderInfo", "SpaceInfo", "similarities", "sample_ids"]
 
@@ -217,11 +224,13 @@ class Snapshot(_Common):
 @dataclass(frozen=True, eq=False)
 class ServerSnapshot(_Common):
     """The vectors stay in the database table `table`; each search sends the query and gets the
-    shortlist (ids, similarities, vectors) back. ann: whether the table has its HNSW index."""
+    shortlist (ids, similarities, vectors) back. ann: whether the table has its HNSW index;
+    graph_width: the leading dimensions its graph is built on (0: all D)."""
 
     catalog: object = None
     table: str = ""
     ann: bool = False
+    graph_width: int = 0
 
     @property
     def backend(self) -> str:
@@ -234,10 +243,9 @@ class ServerSnapshot(_Common):
         k = min(int(k), self.n_alive)
         if k <= 0:
             return Shortlist(np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros((0, len(q)), np.float32))
-        # pgvector's graph (m = 16) needs a wider beam than hnswlib's (M = 32) for the same recall:
-        # 1.5 x (benchmarks/pg_latency.py; its own limit is 1,000, iterative scans go on past it)
-        ids, _, vecs = self.catalog.search_vectors(self.table, np.asarray(q, np.float32).ravel(), k, self._exact(),
-                                                   int(1.5 * beam(k, self.n_alive)), filters, self.n_alive, EXACT_MAX_WORK)
+        ef = int((PG_WIDEN_LEADING if self.graph_width else PG_WIDEN) * beam(k, self.n_alive, bool(self.graph_width)))
+        ids, _, vecs = self.catalog.search_vectors(self.table, np.asarray(q, np.float32).ravel(), k, self._exact(), ef,
+                                                   filters, self.n_alive, EXACT_MAX_WORK, self.graph_width)
         order, sims = _by_similarity(ids, vecs, q)
         return Shortlist(ids[order], sims[order], vecs[order])
 
