@@ -553,6 +553,27 @@ def test_an_8bit_model_changed_under_the_same_space_is_refused(tmp_path, pg_url)
 
 # ---- an outage is a state -----------------------------------------------------------------------------
 
+def test_the_servers_memory_holds_a_large_librarys_graph(tmp_path):
+    """`heatsearch server start` gives its PostgreSQL a quarter of this computer's memory for its
+    buffers: at the wheel's 128 MB a 300,000-photo library's graph and vectors are read from the
+    operating system at each search (106 ms against 55-74 ms; docs/large-libraries.md)."""
+    import psycopg
+
+    from app.core.catalog import pgserver
+
+    data = tmp_path / "server"
+    state = pgserver.start(data)
+    try:
+        role = "heatsearch_searcher"
+        url = state.local["searcher"].replace(f"{role}@", f"{role}:{quote(state.passwords[role], safe='')}@")
+        with psycopg.connect(url) as con:
+            got = con.execute("SHOW shared_buffers").fetchone()[0]
+        want = pgserver.shared_buffers_mb()
+        assert want >= 128 and got in (f"{want}MB", f"{want // 1024}GB"), (got, want)
+    finally:
+        pgserver.stop(data)
+
+
 def test_a_stopped_server_is_one_state_and_the_library_comes_back(tmp_path, capfd):
     """A server (`heatsearch server start --listen`) stops under an open library: the first search
     fails in one line (ServerUnreachable), one "connection" event says so however many refreshes
