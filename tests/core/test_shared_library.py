@@ -418,9 +418,9 @@ def test_a_large_shared_library_graphs_its_leading_dimensions_and_finds_the_exac
     server ranks by all 512 (postgres.search): the top 200 and 800 are the exact ones' (>= 0.95),
     more of them than the leading dimensions alone rank first, with a filter too; the graph
     serves the statement (the planner's choice), not a scan of every row."""
-    from app.core.aggregate.descriptor import Whitening
     from pgvector import HalfVector
 
+    from app.core.aggregate.descriptor import Whitening
     from app.core.catalog.catalog import Catalog
     from app.core.catalog.postgres import leading_sql
     from app.core.catalog.records import Filters
@@ -460,7 +460,7 @@ def test_a_large_shared_library_graphs_its_leading_dimensions_and_finds_the_exac
             lead.append(len(exact & set(np.argsort(-(data[:, :256] @ q[:256]))[:k].tolist())) / k)
         got[k], leading[k] = float(np.mean(r)), float(np.mean(lead))
     assert got[200] >= 0.95 and got[800] >= 0.95 and got[800] > leading[800] + 0.02, (got, leading)
-    allowed = np.arange(n // 10)  # taken = i: a date range of a tenth of the library (10 x 100 = the scan's work)
+    allowed = np.arange(n // 10)  # taken = i: a date range of a tenth of the library, walked on the graph here
     r = []
     for q in queries:
         exact = set(allowed[np.argsort(-(data[allowed] @ q))[:200]].tolist())
