@@ -574,6 +574,19 @@ def test_the_servers_memory_holds_a_large_librarys_graph(tmp_path):
         pgserver.stop(data)
 
 
+def test_an_administrators_shared_buffers_is_kept(tmp_path):
+    """The server's memory is raised only from initdb's 128 MB: a value an administrator wrote in
+    postgresql.conf stays the one that counts (a line appended after it would replace it)."""
+    from app.core.catalog import pgserver
+
+    for before, ours in (("shared_buffers = 128MB\t\t\t# min 128kB\n", True), ("shared_buffers = '2GB'\n", False)):
+        (tmp_path / "pg_hba.conf").write_text("")
+        (tmp_path / "postgresql.conf").write_text(before)
+        pgserver._configure(tmp_path, False, "heatsearch")
+        after = (tmp_path / "postgresql.conf").read_text()
+        assert after.startswith(before) and (f"shared_buffers = '{pgserver.shared_buffers_mb()}MB'" in after) == ours, after
+
+
 def test_a_stopped_server_is_one_state_and_the_library_comes_back(tmp_path, capfd):
     """A server (`heatsearch server start --listen`) stops under an open library: the first search
     fails in one line (ServerUnreachable), one "connection" event says so however many refreshes

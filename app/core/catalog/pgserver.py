@@ -431,11 +431,19 @@ def _set_superuser_password(srv, data: Path, password: str) -> None:
 
 
 def shared_buffers_mb() -> int:
-    """The server's shared buffers: a quarter of this computer's memory, at least PostgreSQL's 128 MB."""
+    """The server's shared buffers: a quarter of the memory this computer (or the container it runs
+    in: its cgroup's limit) has, at least PostgreSQL's 128 MB."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 128
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
     return max(128, int(total / 4 / 2**20))
 
 
@@ -456,7 +464,9 @@ def _configure(data: Path, tcp: bool, database: str) -> None:
     text = conf.read_text()
     if "# heatsearch" not in text:
         text += "\n# heatsearch\npassword_encryption = 'scram-sha-256'\n"
-    if "# heatsearch: memory" not in text:
+    set_by_hand = [ln for ln in text.splitlines() if re.match(r"\s*shared_buffers\s*=", ln)
+                   and not re.match(r"\s*shared_buffers\s*=\s*'?128MB'?", ln)]
+    if "# heatsearch: memory" not in text and not set_by_hand:  # initdb's 128 MB, not an administrator's value
         # PostgreSQL's default (128 MB) holds the graph and vectors of ~40,000 photos; a search of a
         # larger library then reads most of its pages from the operating system (300,000 photos:
         # 55-74 ms a search with 4 GB, 106 ms with 128 MB; docs/large-libraries.md). A quarter of the
