@@ -265,20 +265,22 @@ def main():
         with psycopg_connect(base) as con:
             print(f"server: PostgreSQL {con.execute('SHOW server_version').fetchone()[0]}, shared_buffers "
                   f"{con.execute('SHOW shared_buffers').fetchone()[0]}", flush=True)
-    for n in a.n:
-        url = a.url
-        if server is not None:
-            name = f"bench_{n}"
-            with psycopg_connect(base) as con:
-                con.execute(f"DROP DATABASE IF EXISTS {name}")
-                con.execute(f"CREATE DATABASE {name}")
-            b, q = base.split("?", 1)
-            url = f"{b.rsplit('/', 1)[0]}/{name}?{q}"
-        run(n, a.d, url, a)
-    if server is not None:  # the restarted server is not the one the wheel's handle knows: pg_ctl stops it
-        pgexec("pg_ctl", ("-w", "-D", str(server.pgdata), "-m", "fast", "stop"), bin_path=server.bin_path,
-               user=server.system_user, timeout=120)
-        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        for n in a.n:
+            url = a.url
+            if server is not None:
+                name = f"bench_{n}"
+                with psycopg_connect(base) as con:
+                    con.execute(f"DROP DATABASE IF EXISTS {name}")
+                    con.execute(f"CREATE DATABASE {name}")
+                b, q = base.split("?", 1)
+                url = f"{b.rsplit('/', 1)[0]}/{name}?{q}"
+            run(n, a.d, url, a)
+    finally:
+        if server is not None:  # the restarted server is not the one the wheel's handle knows: pg_ctl stops it
+            pgexec("pg_ctl", ("-w", "-D", str(server.pgdata), "-m", "fast", "stop"), bin_path=server.bin_path,
+                   user=server.system_user, timeout=120)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
