@@ -207,13 +207,14 @@ class Searcher:
                 maps.popitem(last=False)
         return fm, True
 
-    def _best_turn(self, req: SearchRequest, snap, d: Described, params: HewParams) -> tuple[Described, bool]:
-        """(the description of the whole query photo in the turn it is searched in, whether the
-        CNN ran): the photo as it is, or turned 90/180/270 degrees where that turn's first
-        policy.TURN_TOP photos in this snapshot are closer by policy.TURN_MARGIN (a photo stored
-        sideways; closeness: `closeness` below). The share grid is turned back onto the photo as shown. The turns'
-        descriptions are kept per photo, as its feature map is; the choice is made on each
-        snapshot."""
+    def _best_turn(self, req: SearchRequest, snap, d: Described, params: HewParams
+                   ) -> tuple[Described, list[Described], bool]:
+        """(the description of the whole query photo in the turn it is searched in, those of its
+        three other turns, closest first, whether the CNN ran): the photo as it is, or turned 90/180/270 degrees
+        where that turn's first policy.TURN_TOP photos in this snapshot are closer by
+        policy.TURN_MARGIN (a photo stored sideways; closeness: `closeness` below). The share grid
+        is turned back onto the photo as shown. The turns' descriptions are kept per photo, as its
+        feature map is; the choice is made on each snapshot."""
         key = self._map_key(req, snap)
         with self._lock:
             turns = self._turns.get(key)
@@ -248,12 +249,10 @@ class Searcher:
                 return 0.0
             return float(np.mean(sl.sims[: policy.TURN_TOP]) - np.mean(sl.sims[policy.TURN_TOP:]))
 
-        best, best_score = d, closeness(d.raw) + policy.TURN_MARGIN
-        for dt in turns:
-            score = closeness(dt.raw)
-            if score > best_score:
-                best, best_score = dt, score
-        return best, ran
+        score = {id(t): closeness(t.raw) for t in (d, *turns)}
+        score[id(d)] += policy.TURN_MARGIN
+        best = max((d, *turns), key=lambda t: score[id(t)])  # (the photo as it is on a tie: first)
+        return best, sorted((t for t in (d, *turns) if t is not best), key=lambda t: -score[id(t)]), ran
 
     def query_size(self, req: SearchRequest) -> tuple[int, int]:
         return image_size(req.path) if req.path else req.image.size
@@ -368,13 +367,14 @@ class Searcher:
                 early(result(d, *self.rank(d.raw, req, snap, plan, pinned, thumb, same, verify=False), settled=False))
                 shown = True
             t_turns = time.perf_counter()
-            turned, ran = self._best_turn(req, snap, d, HewParams(snap.space.threshold, snap.space.z_ratio))
+            turned, others, ran = self._best_turn(req, snap, d, HewParams(snap.space.threshold, snap.space.z_ratio))
             turns_ms[0] = (time.perf_counter() - t_turns) * 1000
             used_cnn = used_cnn or ran
             if turned is not d:  # a photo stored sideways: its turn's first results, then their details
                 d, shown = _described(turned, req), False
         told = None if early is None or shown else (lambda *answer: early(result(d, *answer, settled=False)))
-        return result(d, *self.rank(d.raw, req, snap, plan, pinned, thumb, same, early=told))
+        return result(d, *self.rank(d.raw, req, snap, plan, pinned, thumb, same, early=told,
+                                    turns=[o.raw for o in others[: policy.TURN_JOINED]] if turnable else ()))
 
     def match_grid(self, query_raw: np.ndarray, path: str, cells: np.ndarray | None = None) -> np.ndarray:
         """What in the photo at `path` makes it like the query: (H, W) float32 in [0, 1] over the
@@ -515,9 +515,45 @@ class Searcher:
                     scores = final.sims.astype(np.float64)
         return final, scores, her
 
+    def _joined(self, final: Shortlist, scores: np.ndarray, rel: np.ndarray, n: int, q: np.ndarray,
+                turns: list[np.ndarray], req: SearchRequest, snap, plan: policy.SearchPlan, own: list[int]
+                ) -> tuple[Shortlist, np.ndarray, np.ndarray, int]:
+        """(ranking, its scores, relevance (n',) of its first n', n') of the query: its ranking
+        `final` (the first n with relevance `rel` (n,) float64) with the photos that the query's
+        other turns (`turns`: raw descriptors, policy.TURN_JOINED of them) find, each read
+        policy.TURN_PENALTY lower than that turn reads it where that beats its own relevance:
+        library photos stored sideways, which the query as it is reads as nothing like it.
+        Each turn's first policy.TURN_RESULTS count, as the whole library ranks them (`rank`'s
+        relevance_only); the comparison of details that follows judges them as the others. `own`:
+        the query's own file and copies, left as they are; q: the whitened query (D,)."""
+        pos = {int(i): k for k, i in enumerate(final.ids[:n].tolist())}
+        rel = rel.copy()
+        extra: dict[int, tuple[float, np.ndarray]] = {}  # a photo not in the first n -> (relevance, vector)
+        for raw in turns:
+            ids, t_rel, vecs = self.rank(raw, req, snap, plan, same=own, relevance_only=True)
+            m = policy.TURN_RESULTS
+            for i, r, v in zip(ids[:m].tolist(), (t_rel[:m] - policy.TURN_PENALTY).tolist(), vecs[:m]):
+                k = pos.get(i)
+                if k is not None:
+                    rel[k] = max(rel[k], r)
+                elif r > extra.get(i, (-np.inf, None))[0]:
+                    extra[i] = (r, v)
+        if not extra:
+            return final, scores, rel, n
+        new = np.array(list(extra), np.int64)
+        add_rel = np.array([extra[i][0] for i in extra])
+        add_vecs = np.stack([extra[i][1] for i in extra]).astype(final.vectors.dtype)
+        later = ~np.isin(final.ids[n:], new)  # beyond the first n: each photo once
+        final = Shortlist(np.concatenate([final.ids[:n], new, final.ids[n:][later]]),
+                          np.concatenate([final.sims[:n], add_vecs @ q, final.sims[n:][later]]),
+                          np.concatenate([final.vectors[:n], add_vecs, final.vectors[n:][later]]))
+        scores = np.concatenate([scores[:n], add_rel, scores[n:][later]])
+        return final, scores, np.concatenate([rel, add_rel]), n + len(new)
+
     def rank(self, raw: np.ndarray, req: SearchRequest, snap, plan: policy.SearchPlan,
-             pinned: list[int] = (), query_thumb: bytes = b"", same: list[int] = (), early=None, verify: bool = True
-             ) -> tuple[list[Hit], int, dict, policy.SearchPlan]:
+             pinned: list[int] = (), query_thumb: bytes = b"", same: list[int] = (), early=None, verify: bool = True,
+             turns: list[np.ndarray] = (), relevance_only: bool = False
+             ) -> tuple[list[Hit], int, dict, policy.SearchPlan] | tuple:
         """Shortlist (>= HeR's k) -> QE -> HeR on one snapshot's vectors. Returns (hits, results
         before the cut-off, timings, the plan as applied: HeR "auto" decided for this query, and
         off where its ranking drifted). pinned: ids ranked first (the query's own file and its
@@ -525,7 +561,10 @@ class Searcher:
         query_thumb: the query's thumbnail; its copies are ranked first (after its own file).
         early: called with the same four before the first results' details are compared
         (`_verified`, ~0.6 s for a new photo's first search on 2 cores), when they are; verify:
-        whether they are."""
+        whether they are. turns: raw descriptors (C,) of the query photo's other turns, whose
+        photos join the ranking (`_joined`). relevance_only: (ids (n,) int64, relevance (n,)
+        float64, vectors (n, D) float32) of the whole library's first results instead, in that
+        order, the query's own file and copies left out, no filter applied, no hits built."""
         t0 = time.perf_counter()
         q = snap.whitening.apply(raw)[0]
         filters = req.filters if req.filters.active else None
@@ -578,6 +617,15 @@ class Searcher:
         w_rel = self._relevance(final.ids[:n], final.vectors[:n] @ q, whole_scores[:n], list(final.vectors[:n]),
                                 scale, sl, same + copies)
         w_rel[np.isin(final.ids[:n], same + copies)] = 1.0
+        turns_ms = 0.0  # the other turns' photos joining the ranking
+        if relevance_only:
+            order = np.argsort(-w_rel, kind="stable")
+            order = order[~np.isin(final.ids[:n][order], same + copies)]
+            return final.ids[:n][order], w_rel[order], final.vectors[:n][order]
+        if len(turns):
+            t_turns = time.perf_counter()
+            final, scores, w_rel, n = self._joined(final, scores, w_rel, n, q, turns, req, snap, plan, same + copies)
+            turns_ms = (time.perf_counter() - t_turns) * 1000
 
         def finish(w_rel, plan, verify_ms):
             """(hits, total, timings, plan) from the relevance `w_rel` (n,) of the ranking's first n
@@ -633,7 +681,8 @@ class Searcher:
             for i, h in enumerate(hits):
                 h.rank = i + 1
             return hits, total, {"ann_ms": (t1 - t0) * 1000, "rerank_ms": (t2 - t1) * 1000, "verify_ms": verify_ms,
-                                 "total_ms": (time.perf_counter() - t0) * 1000, "backend": snap.backend}, plan
+                                 "turns_ms": turns_ms, "total_ms": (time.perf_counter() - t0) * 1000,
+                                 "backend": snap.backend}, plan
 
         if not (her and whole_photo and verify):
             return finish(w_rel, plan, 0.0)
