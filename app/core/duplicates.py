@@ -38,7 +38,7 @@ import numpy as np
 from . import paths
 from .catalog.records import ImageRow
 from .errors import ImageError
-from .imageio import open_oriented, stored_orientation
+from .imageio import colour_of, open_oriented, stored_orientation
 from .signature import (ASPECT_TOL, ENLARGED_DETAIL, FRAMED, ORIENTATION_NAMES, ORIENTATIONS, STRAIGHT_DETAIL,
                         STRETCH_TOL, best_turns, straighten_scores,
                         crop_search, detail_grid, detail_scores, enlargement_residual, frame_grid, frame_scores,
@@ -80,11 +80,25 @@ DETAIL_SAME, TONAL_FLOOR = 0.95, 0.55
 # fine structure at STRAIGHT_DETAIL (other photos: up to 0.965 on the grid, 0.41 in the detail)
 STRAIGHT_COS, STRAIGHT_FLOOR, STRAIGHT_NCC = 0.80, 0.40, 0.97
 CROP_NCC = 0.95  # window correlation that makes a crop (a window searched at many scales fits look-alikes more often)
+# ... and that makes a photo drawn in a frame (a screenshot: signature.frame_share) its copy: the
+# photo is scaled into the frame off the thumbnails' pixel grid, so a textured one (the Eiffel
+# Tower's ironwork) read its window at 0.935-0.946 (3 of 17 screenshots lost at CROP_NCC); a frame
+# is never a crop's surround (<= 0.11), and a screenshot joins only the photo it shows best
+FRAMED_NCC = 0.92
 HASH_BITS = 8  # hash bits (in the best orientation) two photos may differ by to be the same photo (edits: <= 7;
 #               other views of one object or building: mostly 9-22; benchmarks/duplicates.py)
 BORDER_ADDED = 0.01  # area share of a border above the group's least that marks a border as added
 EDITED_MEAN = 4.0  # grey levels of mean, and
 EDITED_SPREAD = 0.06  # relative contrast, past which a copy is "edited" rather than "re-encoded"
+# Colour, read from the files (imageio.colour_of: the thumbnails compared are grey), on
+# benchmarks/duplicates.py --quality's copies: black and white conversions read a chroma of 0.0,
+# colour photos 3-150; saturation edits changed it 1.10-1.90 times, brightness edits and vignettes
+# 0.81-1.12 times, re-encodes 0.96-1.04; sepia and "vintage" moved the mean colour by 0.2-1.7 of
+# the chroma, brightness edits and vignettes by 0.2 at most
+GREY_CHROMA = 1.5  # mean chroma below which a photo is black and white
+COLOUR_RATIO = 1.3  # times a copy's chroma may differ from the photo's and keep its colours
+COLOUR_SHIFT = 0.25  # share of the chroma the mean colour may move by
+COLOURS_CHANGED = "with its colours changed"
 K = 10
 # a photo with at most SMALL_AREA of another's pixels (a crop, a crop exported smaller) looks less
 # like it to the CNN: such pairs are candidates among K_SMALL neighbours down to cosine SMALL_FLOOR
@@ -555,10 +569,11 @@ def group_duplicates(ids: np.ndarray, vecs: np.ndarray, rows: dict[int, ImageRow
     frames: dict[int, tuple[float, int]] = {}  # a photo showing another in a drawn frame -> (score, that photo)
     for big, small in windows:
         score, fw, turn = known[(big, small)]
+        if score >= max(threshold, FRAMED_NCC) and _framed(rows, big, small, known):
+            # a screenshot of the photo: its copy, whatever its pixels
+            frames[big] = max(frames.get(big, (-1.0, 0)), (score, small))
+            continue
         if score >= max(threshold, CROP_NCC):
-            if _framed(rows, big, small, known):  # a screenshot of the photo: its copy, whatever its pixels
-                frames[big] = max(frames.get(big, (-1.0, 0)), (score, small))
-                continue
             r = rows[small]
             w, h = (r.height, r.width) if ORIENTATIONS[turn][0] else (r.width, r.height)
             window = (fw * rows[big].width) ** 2 * (h / w) * (1.0 - max(rows[big].border, 0.0))
@@ -717,7 +732,7 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
         key = (m.image_id, keep.image_id)
         if key not in known:
             _scored_windows({keep.image_id: keep_row, m.image_id: m_row}, [key], known)
-        if known[key][0] >= max(threshold, CROP_NCC) and _framed({keep.image_id: keep_row, m.image_id: m_row},
+        if known[key][0] >= max(threshold, FRAMED_NCC) and _framed({keep.image_id: keep_row, m.image_id: m_row},
                                                                   m.image_id, keep.image_id, known):
             return "bordered", FRAMED_WORDS, known[key][0]
     if not whole:
@@ -745,9 +760,17 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
     if band:
         words.append("with a caption or a band drawn along an edge")
     dmean, spread = change[0]
-    edited = band or abs(dmean) > EDITED_MEAN or abs(spread - 1) > EDITED_SPREAD
-    if edited and not band:
-        words.append("with its brightness or contrast changed")
+    tonal = abs(dmean) > EDITED_MEAN or abs(spread - 1) > EDITED_SPREAD
+    # colours are read from the files (~9 ms each) where the pixels tell no other change: the first
+    # grouping of benchmarks/duplicates.py --quality took 11.6 s so, 15.5 s reading them for every
+    # copy, 9.4 s without (a black and white copy also resized is told "resized" alone)
+    colour = "" if words else _colour_words(keep.path, m.path, known)
+    if tonal and not band:
+        words.append("with its brightness or contrast" + (" and its colours changed" if colour == COLOURS_CHANGED
+                                                          else " changed"))
+    if colour and not (tonal and not band and colour == COLOURS_CHANGED):
+        words.append(colour)
+    edited = band or tonal or bool(colour)
     other_format = m.format_rank != keep.format_rank or os.path.splitext(m.path)[1].lower() != os.path.splitext(keep.path)[1].lower()
     if not words:
         words.append("in another format" if other_format else "re-encoded")
@@ -762,6 +785,25 @@ def relation(keep: Member, keep_row: ImageRow, m: Member, m_row: ImageRow, thres
            else "turned" if k else "resized" if not 0.9 * px_keep <= px_m <= 1.1 * px_keep
            else "format" if other_format else "reencoded")
     return key, "the same photo " + ", ".join(words), sim
+
+
+def _colour_words(keep_path: str, path: str, known: dict) -> str:
+    """How the photo at `path` changed the colours of the photo at `keep_path`, its whole copy:
+    "in black and white", "with its colours changed" (a cast, sepia, saturation) or "" (as they
+    were, or a file that cannot be read). Each file read once per library version (`known`)."""
+    for p in (keep_path, path):
+        if ("colour", p) not in known:
+            known[("colour", p)] = colour_of(p)
+    was, now = known[("colour", keep_path)], known[("colour", path)]
+    if was is None or now is None or was[0] < 2 * GREY_CHROMA:  # (a black and white photo, tinted: not told)
+        return ""
+    if now[0] < GREY_CHROMA:
+        return "in black and white"
+    ratio = (now[0] + 1) / (was[0] + 1)
+    shift = np.hypot(now[1] - was[1], now[2] - was[2]) / max(was[0], now[0], 10.0)
+    if shift >= COLOUR_SHIFT or not 1 / COLOUR_RATIO <= ratio <= COLOUR_RATIO:
+        return COLOURS_CHANGED
+    return ""
 
 
 def _groups(comps: list[list[int]], rows, crop_of: dict, threshold: float, known: dict, enlarged: dict,

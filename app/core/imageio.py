@@ -351,6 +351,22 @@ def stored_orientation(path) -> int:
         return 1
 
 
+def colour_of(path) -> tuple[float, float, float] | None:
+    """(chroma, a, b) of a photo: its mean colourfulness and its mean colour on the opponent axes
+    a = R - G and b = (R + G) / 2 - B (0-255 levels; chroma the mean of each pixel's hypot(a, b)),
+    at ~96 px (a JPEG decoded at 1/8); None when it cannot be read. Duplicates' words for a copy
+    in black and white or with its colours changed: its thumbnails are grey."""
+    try:
+        img, _ = open_oriented(path, draft_side=96)
+    except Exception:  # noqa: BLE001 - a word in Duplicates, never a reason to fail
+        return None
+    img.thumbnail((96, 96))
+    rgb = np.asarray(img, np.float32)
+    a = rgb[..., 0] - rgb[..., 1]
+    b = (rgb[..., 0] + rgb[..., 1]) / 2 - rgb[..., 2]
+    return float(np.hypot(a, b).mean()), float(a.mean()), float(b.mean())
+
+
 def image_size(path) -> tuple[int, int]:
     """(w, h) of the oriented photo from its header (no pixel decode); ImageError when unreadable."""
     ext = os.path.splitext(os.fspath(path))[1].lower()
