@@ -15,10 +15,12 @@
     python benchmarks/policies.py --exp mean       # where HeW's centring mean comes from
     python benchmarks/policies.py --exp drift      # HeR's ranking dropped when it loses the query's nearest photos
                                                    # (--few: libraries where one landmark has 10 photos)
+    python benchmarks/policies.py --exp objects    # a box's crop at the photo's own pixels, UKBench among all the
+                                                   # distractors, boxes of 10-35 % (--box-sides: the sizes tried)
     python benchmarks/policies.py --exp boxown     # HeR's decision for boxes with the boxed photo left out
     python benchmarks/policies.py --exp hertop     # HeR's decision with the second best match as "the best"
     python benchmarks/policies.py --exp hermin     # HeR's decision: at least 10, 12 or 14 close neighbours
-    python benchmarks/policies.py --smoke [--exp X]   # a check that it runs: a few photos of each set
+    python benchmarks/policies.py --smoke [--exp X]   # a check that it runs (the default: final, then objects): a few photos of each set
                                                       # (Data(smoke=True)), small libraries, one seed
 
 Columns (every one counts, docs/METHOD.md "The rule"): UKBench full and box (mAP), Paris250
@@ -80,17 +82,24 @@ class Config:
     drift_guard: tuple = ()  # (keep, within): HeR's ranking dropped when fewer of the query's nearest photos stay (policy.her_drifted)
     box_own: bool = False  # box queries: the boxed photo is known (pinned first, left out of HeR's decision), as the app does
     her_top: int = 0  # HeR's decision: the neighbour that stands for "the best match" (1: the second best)
+    box_side: int = policy.BOX_SIDE  # box queries: the crop's longer side up to this at the photo's own pixels (0: the photo's scale)
 
 
-OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map")
+OLD = Config(whiten="old", qe=True, her=True, her_k=800, box="map", box_side=0)
 # the policies before this round (33dfabb): photos at 512 px, whitening D = n/8 from 1,024 photos
 # with eigenvalue shrinkage 1
 PREV_SIZE = 512
-PREV = Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE, shrinkage=1.0)
+PREV = Config(whiten="policy", her="policy", her_k=policy.HER_K, box=policy.BOX_MODE, shrinkage=1.0, box_side=0)
 # every set and size the shared photos allow: each set alone, and with the distractors up to ~2,700
 LIBRARIES = [("pa", 120), ("pa", 250), ("uk", 300), ("uk", 600), ("union", 500), ("union", 850),
              ("pa+dx", 1000), ("pa+dx", 1500), ("pa+dx", 2103), ("uk+dx", 1000), ("uk+dx", 1500), ("uk+dx", 2453),
              ("union+dx", 1000), ("union+dx", 1700), ("union+dx", 2200), ("union+dx", 2703)]
+
+
+# issue 50's object libraries (UKBench among the distractors, up to all of them) and the landmark
+# libraries whose columns a box policy may not lose
+OBJECT_LIBRARIES = [("uk", 600), ("uk+dx", 1000), ("uk+dx", 1500), ("uk+dx", 2000), ("uk+dx", 2453),
+                    ("pa", 250), ("union", 850), ("pa+dx", 2103), ("union+dx", 2703)]
 
 
 # --smoke: a few libraries of the few photos Data(smoke=True) holds
@@ -121,11 +130,16 @@ class Data:
                  smoke: bool = False):
         bb = load_backbone(backbone)
 
-        def cache_at(side):
-            ex = Extractor(bb, engine, side) if engine is not None else \
-                Extractor.create(bb, EngineChoice(), side, models_dir(), log=lambda m: None)
-            return MapCache(ex, default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
+        engines = {}
 
+        def cache_at(side, box_side=0):  # one engine for every size and box side
+            if "e" not in engines:
+                engines["e"] = engine if engine is not None else \
+                    Extractor.create(bb, EngineChoice(), side, models_dir(), log=lambda m: None).engine
+            return MapCache(Extractor(bb, engines["e"], side, box_side), default_cache_dir(),
+                            log=lambda m: print(m, file=sys.stderr))
+
+        self._cache_at = lambda box_side: cache_at(size, box_side)
         cache = cache_at(size)
         if keep:
             big, small = cache, cache_at(keep)
@@ -152,6 +166,7 @@ class Data:
         self.maps = maps
         self.sizes = {Path(p): m.orig_size for p, m in zip(self.images, maps)}
         self.uk_groups = uk.groups
+        self.uk = uk
         reg = ds.random_boxes(uk, self.sizes, 0)
         self.uk_boxes = [q.box for q in reg.queries]
         self.uk_crops = cache.get_many([(q.path, q.box) for q in reg.queries])
@@ -159,6 +174,23 @@ class Data:
         self.rev_full = cache.get_many([(q.path, None) for q in rev.queries])
         self.rev_crops = cache.get_many([(q.path, q.box) for q in rev.queries])
         self.loo = loo
+        self._mu_cache = {}
+        shipped = self._cache_at(policy.BOX_SIDE)  # the crops the app describes (policy.BOX_SIDE)
+        self.box_sides = {0: (self.uk_crops, self.rev_crops),  # box_side -> (UKBench crops, revisited crops)
+                          policy.BOX_SIDE: (shipped.get_many([(q.path, q.box) for q in reg.queries]),
+                                            shipped.get_many([(q.path, q.box) for q in rev.queries]))}
+
+    def set_boxes(self, area: tuple[float, float], box_sides=(0,)):
+        """UKBench box queries of `area` (fractions of the photo; fixed seed), their crops and the
+        revisited queries' crops described at each of `box_sides` (Config.box_side)."""
+        reg = ds.random_boxes(self.uk, self.sizes, 0, area)
+        self.uk_boxes = [q.box for q in reg.queries]
+        self.box_sides = {}
+        for side in box_sides:
+            c = self._cache_at(side)
+            self.box_sides[side] = (c.get_many([(q.path, q.box) for q in reg.queries]),
+                                    c.get_many([(q.path, q.box) for q in self.rev.queries]))
+        self.uk_crops, self.rev_crops = self.box_sides[0] if 0 in self.box_sides else next(iter(self.box_sides.values()))
         self._mu_cache = {}
 
     def mu_rows(self, rows: np.ndarray, mu_from: str) -> np.ndarray:
@@ -189,6 +221,9 @@ class Data:
         out["mu"] = mu
         out["rev_map"] = [describe_map(fm, mu, q.box).raw for fm, q in zip(self.rev_full, self.rev.queries)]
         out["rev_crop"] = [describe_map(fm, mu).raw for fm in self.rev_crops]
+        for side, (uk_crops, rev_crops) in self.box_sides.items():  # crops enlarged (Config.box_side)
+            out[f"uk_box_crop{side}"] = {int(i): describe_map(uk_crops[i], mu).raw for i in rows if i < len(self.uk_images)}
+            out[f"rev_crop{side}"] = [describe_map(fm, mu).raw for fm in rev_crops]
         self._mu_cache = {key: out}  # one library at a time
         return out
 
@@ -316,9 +351,9 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
             gnd.append(Gnd(mates, {pos[int(r)]}))
         qs = w.apply(np.stack([d["db"][int(r)] for r in uk_rows]))
         out["uk full"] = 100 * mean_ap(rank_full(qs, [pos[int(r)] for r in uk_rows]), gnd)["mAP"]
-        key = {"map": "uk_box_map", "crop": "uk_box_crop"}
+        key = {"map": "uk_box_map", "crop": f"uk_box_crop{cfg.box_side}"}
         if cfg.box == "hybrid":
-            raw = [d["uk_box_map"][int(r)] + d["uk_box_crop"][int(r)] for r in uk_rows]
+            raw = [d["uk_box_map"][int(r)] + d[key["crop"]][int(r)] for r in uk_rows]
         else:
             raw = [d[key[cfg.box]][int(r)] for r in uk_rows]
         qs = w.apply(np.stack(raw))
@@ -329,9 +364,9 @@ def columns(data: Data, rows: np.ndarray, cfg: Config) -> dict[str, float]:
         name_row = {Path(data.images[r]).stem: pos[int(r)] for r in pa_rows}
         # revisited box queries, both box modes (the rule keeps both as columns)
         for mode in ("crop", "map"):
-            raws = d["rev_map"] if mode == "map" else d["rev_crop"]
+            raws = d["rev_map"] if mode == "map" else d[f"rev_crop{cfg.box_side}"]
             if cfg.box == "hybrid":
-                raws = [a + b for a, b in zip(d["rev_map"], d["rev_crop"])]
+                raws = [a + b for a, b in zip(d["rev_map"], d[f"rev_crop{cfg.box_side}"])]
             gnds = {s: [] for s in ("Easy", "Medium", "Hard")}
             keep = []
             # the query photos are in a user's library but unlabelled in the revisited ground truth:
@@ -430,10 +465,10 @@ def table(title: str, rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--exp", default="final", choices=["size", "whiten", "shrink", "hard", "int8", "bf16", "refine", "box", "final", "regional", "mean", "drift",
-                                                          "boxown", "hertop", "hermin"])
+                                                          "boxown", "objects", "hertop", "hermin"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[384, 512, 640, 768, 1024])
     ap.add_argument("--size", type=int, default=None, help="input size for the other experiments (default: the app's)")
     ap.add_argument("--seeds", type=int, default=3)
@@ -441,9 +476,10 @@ def main():
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--few", action="store_true", help="--exp drift: the 'pa-few' libraries (each landmark in turn with 10 photos)")
     ap.add_argument("--keep", type=int, default=640, help="--exp final: also photos up to this size analysed at their own (0: not)")
+    ap.add_argument("--box-sides", type=int, nargs="+", default=None, help="--exp objects: the crop sizes tried")
     ap.add_argument("--smoke", action="store_true", help="a check that it runs (tests/test_benchmarks.py): a few photos "
                                                            "of each set, small libraries, one seed, two sizes")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     global LIBRARIES
     if a.smoke:
         LIBRARIES, a.seeds, a.sizes = SMOKE_LIBRARIES, 1, a.sizes[:2]
@@ -594,6 +630,30 @@ def main():
                 rows = {name: columns(data, subsets(data, kind, n, 0), cfg) for name, cfg in variants.items()}
                 out[f"{kind} n={n}"] = rows
                 print(table(f"centring mean source, library {kind}, n = {n}", rows), flush=True)
+        elif a.exp == "objects":
+            # issue 50: objects among the distractors (UKBench with up to all of them) and box
+            # queries of 10-35 % of a photo; a box's crop at the photo's own pixels up to a longer
+            # side of L px (policy.BOX_SIDE) against the crop at the whole photo's scale (before);
+            # landmark libraries beside them, whose columns may not lose more than 0.5
+            sides = (0, *(a.box_sides or (512, 768, 1024)))
+            data.set_boxes((0.10, 0.35), sides)
+            base = replace(shipped, box_own=True)  # the app pins the boxed photo and leaves it out of HeR's decision
+            variants = {"before": replace(base, box_side=0),
+                        **{f"crop up to {L} px" + (" (shipped)" if L == policy.BOX_SIDE else ""): replace(base, box_side=L)
+                           for L in sides[1:]}}
+            libraries = SMOKE_LIBRARIES if a.smoke else OBJECT_LIBRARIES
+            for kind, n in libraries:
+                rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
+                worst = {name: min(r[c] - rows["before"][c] for c in r) for name, r in rows.items() if name != "before"}
+                out[f"{kind} n={n}"] = rows
+                print(table(f"{kind}, {n} photos, UKBench boxes of 10-35 %; worst column against before: "
+                            + ", ".join(f"{k} {v:+.2f}" for k, v in worst.items()), rows), flush=True)
+            for name in variants:
+                if name != "before":
+                    diffs = [r[name][c] - r["before"][c] for r in out.values() for c in r["before"]]
+                    box = [r[name]["uk box"] - r["before"]["uk box"] for r in out.values() if "uk box" in r["before"]]
+                    print(f"\n{name} - before over {len(diffs)} library columns: worst {min(diffs):+.2f}, "
+                          f"mean {np.mean(diffs):+.2f}, best {max(diffs):+.2f}; UKBench boxes mean {np.mean(box):+.2f}")
         elif a.exp == "box":
             rows = {}
             for mode in ("map", "crop", "hybrid"):
@@ -621,6 +681,8 @@ def main():
                           f"mean {np.mean(diffs):+.2f}, best {max(diffs):+.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
+    if a.smoke and a.exp == "final":  # the objects experiment's own code too (tests/test_benchmarks.py runs --smoke)
+        main(["--smoke", "--exp", "objects", "--box-sides", str(policy.BOX_SIDE)])
 
 
 if __name__ == "__main__":

@@ -275,6 +275,13 @@ HER_K = 200
 # summed. Measured best on UKBench boxes (97.1 vs map 95.8, crop 94.4) and equal on Paris. The GUI
 # answers a moving box from the map alone (instant) and refines on release.
 BOX_MODE = "hybrid"
+# A box's crop pass sees the photo's own pixels until the crop's longer side reaches BOX_SIDE (never
+# enlarged beyond them: preprocess.crop_scale), not the 512 px of the whole photo: a box of a
+# camera photo then holds 2-6 times more cells. Measured (benchmarks/policies.py --exp objects) on
+# every shared set and size, UKBench boxes of 10-35 %: Paris box queries (1,024-px photos) gain
+# 0.4-2.9 (Hard 78.9 -> 81.8 at 2,703 photos), UKBench boxes (640-px photos: 1.25 times the
+# pixels) lose 0.05-0.25; 1,024 read the same as 768 at more CNN time.
+BOX_SIDE = 768
 
 
 def search_plan(n: int, box: bool, qe: str = "auto", her: str = "auto", box_mode: str = "auto",

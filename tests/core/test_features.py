@@ -154,6 +154,24 @@ def test_preprocessing_never_upscales_and_crop_keeps_scale():
     assert float(p.array[0, 0, 0]) == pytest.approx((200 / 255 - 0.5) / 0.5, abs=1e-6)
 
 
+def test_a_box_crop_sees_the_photos_own_pixels_up_to_box_side(tmp_path):
+    """policy.BOX_SIDE: a box of a camera photo is cut from its own pixels (a JPEG draft-decoded
+    no smaller than that), until the crop's longer side reaches box_side; never enlarged beyond
+    them, and at box_side 0 it keeps the whole photo's scale."""
+    from app.core.features.preprocess import load_prepared
+
+    f = tmp_path / "big.jpg"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (1500, 2000, 3), np.uint8)).save(f, quality=90)
+    args = (f, 512, (0.5,) * 3, (0.5,) * 3)
+    assert load_prepared(*args, box=(100, 100, 500, 400)).array.shape == (3, 77, 102)  # the photo's 0.256
+    own = load_prepared(*args, box=(100, 100, 500, 400), box_side=768)
+    assert own.array.shape == (3, 300, 400) and own.scale == 1.0 and own.offset == (100, 100)
+    big = load_prepared(*args, box=(0, 0, 1600, 1200), box_side=768)
+    assert big.array.shape == (3, 576, 768) and big.scale == pytest.approx(0.48)
+    whole = load_prepared(*args, box_side=768)  # a whole photo: the input size as ever
+    assert whole.array.shape == (3, 384, 512)
+
+
 def test_exif_orientation_is_honoured(tmp_path):
     f = write_photo(tmp_path / "rot.jpg", 1, size=(80, 40), exif_orientation=6)
     img, orig = open_oriented(f)

@@ -250,6 +250,29 @@ def test_box_query_map_and_crop_modes(lib, photo_dir):
     assert all(r.hits[0].path == os.path.realpath(q) and r.hits[0].duplicate and r.hits[0].score == 1.0 for r in (a, b, c))
 
 
+def test_a_box_on_a_large_photo_is_described_from_its_own_pixels(tmp_path, monkeypatch):
+    """The crop pass of a box sees the photo's own pixels up to policy.BOX_SIDE, not the photo as
+    the library describes it (128 px here): more cells of the box, in the overlay too."""
+    from app.core import policy
+
+    d = tmp_path / "photos"
+    for i in range(3):
+        write_photo(d / f"p{i}.jpg", i, size=(640, 480))
+    lib = open_lib(tmp_path / "home")
+    index(lib, [d])
+    q = str(d / "p1.jpg")
+    box = (160, 120, 480, 360)  # 320 x 240 of the photo's own pixels
+    own = Searcher(lib).search(SearchRequest(path=q, box=box, mode="crop"))
+    assert own.query_weights.shape == (30, 40)  # 240 / 8 by 320 / 8 cells of 8 px
+    monkeypatch.setattr(policy, "BOX_SIDE", 0)
+    lib.close()
+    lib = open_lib(tmp_path / "home")
+    scaled = Searcher(lib).search(SearchRequest(path=q, box=box, mode="crop"))
+    assert scaled.query_weights.shape == (6, 8)  # at the library's 128 px: 0.2 of the pixels
+    assert own.hits[0].path == scaled.hits[0].path == os.path.realpath(q)
+    lib.close()
+
+
 def test_whitening_follows_the_library_size_without_cnn(tmp_path, monkeypatch, library, postgres):
     from app.core import policy
 

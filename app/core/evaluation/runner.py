@@ -74,7 +74,8 @@ class MapCache:
 
     def _key(self, path: Path, box) -> Path:
         st = path.stat()
-        h = hashlib.sha1(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{box}".encode()).hexdigest()[:20]
+        crop = f"|side {self.ex.box_side}" if box is not None and self.ex.box_side else ""  # a crop enlarged
+        h = hashlib.sha1(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{box}{crop}".encode()).hexdigest()[:20]
         return self.root / f"{h}.npz"
 
     def get_many(self, items: list[tuple[Path, tuple | None]]) -> list[FeatureMap]:
@@ -158,7 +159,7 @@ def evaluate(benches: list[Benchmark], cfg: EvalConfig, region_seed: int = 0, lo
     """Run the table for each benchmark. Returns a JSON-able dict of results."""
     bb = load_backbone(cfg.backbone, cfg.weights)
     ex = Extractor.create(bb, EngineChoice(cfg.engine, cfg.device, cfg.precision == "fastest"), cfg.max_side,
-                          models_dir(), log=lambda m: print(m, file=sys.stderr))
+                          models_dir(), log=lambda m: print(m, file=sys.stderr), box_side=policy.BOX_SIDE)
     cache = MapCache(ex, cfg.cache_dir or default_cache_dir(), log=lambda m: print(m, file=sys.stderr))
     methods = cfg.methods or METHODS
     report = {"backbone": cfg.backbone, "weights_digest": bb.weights_digest, "engine": ex.engine.label,

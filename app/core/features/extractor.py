@@ -19,19 +19,22 @@ DEFAULT_MAX_SIDE = 1024
 
 
 class Extractor:
-    """A backbone, the engine that runs it, and the input size: images -> FeatureMaps."""
+    """A backbone, the engine that runs it, and the input size: images -> FeatureMaps.
+    box_side: a box's crop is enlarged until its longer side reaches it (preprocess.crop_scale;
+    0: the crop keeps the photo's scale)."""
 
-    def __init__(self, backbone: Backbone, engine: Engine, max_side: int = DEFAULT_MAX_SIDE):
+    def __init__(self, backbone: Backbone, engine: Engine, max_side: int = DEFAULT_MAX_SIDE, box_side: int = 0):
         self.backbone = backbone
         self.engine = engine
         self.max_side = int(max_side)
+        self.box_side = int(box_side)
 
     @classmethod
     def create(cls, backbone: Backbone, choice: EngineChoice, max_side: int, models_dir: Path,
-               log: Callable[[str], None] = print, quantised: bytes | None = None) -> "Extractor":
+               log: Callable[[str], None] = print, quantised: bytes | None = None, box_side: int = 0) -> "Extractor":
         """models_dir: exported models and engine caches (config.models_dir); quantised: a
         library's int8 model (features/quantise.py), which then runs the backbone."""
-        return cls(backbone, create_engine(backbone, choice, models_dir, log, quantised), max_side)
+        return cls(backbone, create_engine(backbone, choice, models_dir, log, quantised), max_side, box_side)
 
     @property
     def stride(self) -> int:
@@ -42,10 +45,10 @@ class Extractor:
         return self.backbone.spec.channels
 
     def prepare_path(self, path, box=None) -> Prepared:
-        return load_prepared(path, self.max_side, self.backbone.mean, self.backbone.std, box)
+        return load_prepared(path, self.max_side, self.backbone.mean, self.backbone.std, box, self.box_side)
 
     def prepare_image(self, img: Image.Image, box=None) -> Prepared:
-        return prepare(img, img.size, self.max_side, self.backbone.mean, self.backbone.std, box)
+        return prepare(img, img.size, self.max_side, self.backbone.mean, self.backbone.std, box, self.box_side)
 
     def forward(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Feature maps (C, h, w) float32 >= 0 for a list of (3, h, w) inputs, in input order.

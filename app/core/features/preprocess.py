@@ -2,17 +2,19 @@
 
 Frames: a box is (x1, y1, x2, y2) in original-image pixels after EXIF orientation, x2/y2
 exclusive. The model sees the image scaled by `scale` = min(1, max_side / longer side) (never
-upscaled); a crop keeps that same scale, so a region has the size it has in the full image.
+upscaled); a crop keeps that same scale (a region has the size it has in the full image), or with
+`box_side` sees more of the photo's own pixels (`crop_scale`).
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
-from ..imageio import clip_box, open_oriented
+from ..imageio import clip_box, image_size, open_oriented
 
 
 @dataclass
@@ -78,8 +80,19 @@ class FeatureMap:
         return (float(xs[cols.start]), float(ys[rows.start]), float(xs[cols.stop]), float(ys[rows.stop]))
 
 
+
 def scale_for(orig_size: tuple[int, int], max_side: int) -> float:
     return min(1.0, max_side / max(orig_size))
+
+
+def crop_scale(box_size: tuple[float, float], s: float, box_side: int) -> float:
+    """Model pixels per original pixel for a crop of `box_size` (w, h original pixels) from a photo
+    seen at scale `s`: s, or larger so that the crop's longer side reaches `box_side`, never beyond
+    the photo's own pixels (enlarging them 1.25 times and more lost UKBench boxes 0.1-0.5 mAP:
+    docs/quality.md, "Boxes at the photo's own pixels")."""
+    if box_side <= 0:
+        return s
+    return max(s, min(1.0, box_side / max(1.0, max(box_size))))
 
 
 def to_array(img: Image.Image, mean, std) -> np.ndarray:
@@ -95,12 +108,14 @@ def to_array(img: Image.Image, mean, std) -> np.ndarray:
     return out
 
 
-def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, std, box=None) -> Prepared:
+def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, std, box=None,
+            box_side: int = 0) -> Prepared:
     """Resize (and crop `box`) an oriented RGB image for the model.
 
     `img` may be a reduced decode of the original (JPEG draft): its own size over `orig_size`
     gives the factor. The result has longer side round(max_side) for a full image (or its own size
-    when smaller), and the crop keeps the full image's scale (docs/METHOD.md, "Local features").
+    when smaller); the crop keeps the full image's scale (docs/METHOD.md, "Local features"), or,
+    with `box_side`, is enlarged until its longer side reaches box_side (`crop_scale`).
     """
     s = scale_for(orig_size, max_side)
     r = img.size[0] / orig_size[0]  # decoded pixels per original pixel
@@ -108,6 +123,7 @@ def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, s
     if box is not None:
         x1, y1, x2, y2 = clip_box(box, orig_size)
         offset = (x1, y1)
+        s = crop_scale((x2 - x1, y2 - y1), s, box_side)
         img = img.crop((round(x1 * r), round(y1 * r), max(round(x2 * r), round(x1 * r) + 1), max(round(y2 * r), round(y1 * r) + 1)))
         target = (max(1, round((x2 - x1) * s)), max(1, round((y2 - y1) * s)))
     else:
@@ -117,7 +133,14 @@ def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, s
     return Prepared(to_array(img, mean, std), s, offset, tuple(orig_size))
 
 
-def load_prepared(path: str | os.PathLike, max_side: int, mean, std, box=None) -> Prepared:
-    """Decode a photo (JPEG draft-decoded when much larger than needed) and prepare it."""
-    img, orig = open_oriented(path, draft_side=max_side)
-    return prepare(img, orig, max_side, mean, std, box)
+def load_prepared(path: str | os.PathLike, max_side: int, mean, std, box=None, box_side: int = 0) -> Prepared:
+    """Decode a photo (JPEG draft-decoded when much larger than needed, a crop enlarged by
+    `box_side` keeping the pixels it needs) and prepare it."""
+    draft = max_side
+    if box is not None and box_side > 0:
+        size = image_size(path)
+        x1, y1, x2, y2 = clip_box(box, size)
+        zoom = crop_scale((x2 - x1, y2 - y1), scale_for(size, max_side), box_side)
+        draft = math.ceil(zoom * min(size))  # the decode's shorter side: the crop's scale or more
+    img, orig = open_oriented(path, draft_side=draft)
+    return prepare(img, orig, max_side, mean, std, box, box_side)

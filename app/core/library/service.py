@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from .. import paths
+from .. import paths, policy
 from ..catalog import pgpass
 from ..catalog.catalog import Catalog
 from ..catalog.models import SCHEMA_VERSION
@@ -400,7 +400,7 @@ class LibraryService:
             # in cosine (measured on an H100): an exact engine serves them while the library re-indexes
             want = "f32" if space.precision == "f16" else space.precision
             ex = Extractor.create(bb, EngineChoice(st.engine, st.device, want != "f32"), space.max_side,
-                                  models_dir(self.home), self._log, quantised)
+                                  models_dir(self.home), self._log, quantised, policy.BOX_SIDE)
             if ex.engine.precision != want:
                 raise HeatSearchError(f"the engine runs at {ex.engine.precision}, the library's vectors were made at "
                                       f"{space.precision}: choose the matching precision in Settings")
