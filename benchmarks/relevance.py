@@ -11,8 +11,10 @@ for each cut-off the fraction of wrong results it hides and of right ones it kee
     python benchmarks/relevance.py --sample 120 --home /tmp/hs-s120      # a small library: a third of each set
     python benchmarks/relevance.py --landmarks all --home /tmp/hs-paris   # one kind of subject: the Paris photos alone
     python benchmarks/relevance.py --landmarks louvre,defense,eiffel --home /tmp/hs-l3   # three landmarks (150)
+    python benchmarks/relevance.py --sample 600 --home /tmp/hs-s600      # ~600 photos, searched as above, then
+    python benchmarks/relevance.py --across --home /tmp/hs-s600 --home /tmp/hs-rel   # the same pairs in both
     python benchmarks/relevance.py --smoke       # a check that it runs: --sample 30 (8 box queries, 8 photos
-                                                 # not held), then --reuse --fit on it, in a temp folder
+                                                 # not held), then --reuse --fit and --across on it, in a temp folder
 
 Libraries: all shared photos, or UKBench and Paris with `--distractors N` of the unrelated photos
 (links beside --home), or `--sample N`: about N photos, a third of each set (UKBench objects whole,
@@ -295,6 +297,74 @@ def scored(rows, weights):
     return out
 
 
+def raw_descriptors(home: Path) -> dict[str, np.ndarray]:
+    """{resolved path: (C,) float32 raw descriptor (HeW before whitening)} of every searchable photo."""
+    from app.core.config import Settings
+    from app.core.library.service import LibraryService
+
+    svc = LibraryService(home, Settings())
+    try:
+        svc.wait_ready()
+        snap = svc.snapshot()
+        ids, _ = snap.all_vectors()
+        raw = svc.catalog.raw_descriptors(ids, snap.space.id, snap.space.channels)
+        rows = svc.catalog.image_rows(ids)
+        return {str(Path(rows[int(i)].path).resolve()): v for i, v in zip(ids, raw)}
+    finally:
+        svc.close()
+
+
+def raw_relevance(cosine):
+    """The candidate number that would read the same in every library: a logistic of the raw
+    cosine of query and result, 0.5 at policy.MATCH_RAW (what a whole photo's best match is judged by)."""
+    from app.core import policy
+
+    return 1.0 / (1.0 + np.exp(-np.clip(policy.MATCH_RAW_STEEPNESS * (np.asarray(cosine) - policy.MATCH_RAW), -50, 50)))
+
+
+def across(homes: list[Path], near: float = 0.1) -> None:
+    """The same query and result in two libraries (each searched before: relevance-pairs.json):
+    how often their numbers lie within `near`, per set; all pairs both lists hold, and those that
+    read 0.5 or more in either (where a difference changes what a person sees). Then the same for
+    a candidate number built on the raw cosine of query and result alone (`raw_relevance`; whole
+    photos both libraries hold), and how it separates right from wrong results in each."""
+    a, b = ({(q["path"], json.dumps(q["box"])): q for q in json.loads((h / "relevance-pairs.json").read_text())}
+            for h in homes)
+    right = {(path, json.dumps(box)): r for _, path, box, r, _ in queries(None)}
+    raws = [raw_descriptors(h) for h in homes]
+    by_set: dict = {}
+    for key, qa in a.items():
+        qb = b.get(key)
+        if qb is None:
+            continue
+        for p, sa in qa["scores"].items():
+            if p in qb["scores"] and p != qa["path"]:
+                ra = rb = None
+                if qa["box"] is None and all(qa["path"] in r and p in r for r in raws):
+                    ra, rb = (float(r[qa["path"]] @ r[p]) for r in raws)
+                by_set.setdefault(qa["set"], []).append((sa, qb["scores"][p], ra, rb, p in right.get(key, ())))
+    for what, pick in (("the shipped number", lambda t: (t[0], t[1])),
+                       ("a logistic of the raw cosine alone (whole photos)",
+                        lambda t: tuple(raw_relevance([t[2], t[3]])) if t[2] is not None else None)):
+        print(f"\nthe same query and result in {homes[0]} and {homes[1]}, {what}: |difference| <= {near}; "
+              "wrong hidden / right kept at 0.5 in each")
+        print("| set | pairs | within | median diff | pairs >= 0.5 in either | within | worst | first library | second library |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, ts in list(by_set.items()) + [("all", [t for ts in by_set.values() for t in ts])]:
+            ps = [(pick(t), t[4]) for t in ts if pick(t) is not None]
+            if not ps:
+                continue
+            x = np.array([p for p, _ in ps], np.float64)
+            ok = np.array([o for _, o in ps], bool)
+            d = np.abs(x[:, 0] - x[:, 1])
+            hi = x.max(axis=1) >= 0.5
+            sep = [f"{(x[~ok, k] < 0.5).mean():.2f} / " + (f"{(x[ok, k] >= 0.5).mean():.2f}" if ok.any() else "-")
+                   for k in (0, 1)]
+            print(f"| {name} | {len(d)} | {(d <= near).mean():.2f} | {np.median(d):.3f} | {hi.sum()} | "
+                  + (f"{(d[hi] <= near).mean():.2f} | {d[hi].max():.2f} |" if hi.any() else "- | - |")
+                  + f" {sep[0]} | {sep[1]} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", action="append", default=None, help="the library's data folder (several with --fit --reuse)")
@@ -311,6 +381,8 @@ def main(argv=None):
     ap.add_argument("--fit", action="store_true", help="search in this process and refit the relevance weights")
     ap.add_argument("--boxes", type=int, default=200, help="UKBench photos searched again with a random box")
     ap.add_argument("--outside", type=int, default=160, help="searches for shared photos the library does not hold")
+    ap.add_argument("--across", action="store_true",
+                    help="two --home libraries searched before: the same query and result's numbers in both")
     ap.add_argument("--smoke", action="store_true",
                     help="a check that it runs (tests/test_benchmarks.py): --sample 30 --boxes 8 --outside 8 in a temp "
                          "folder, then --reuse --fit on that library")
@@ -322,9 +394,14 @@ def main(argv=None):
         few = ["--home", str(tmp / "home"), "--boxes", "8", "--outside", "8"]
         main(["--sample", "30", *few])
         main(["--reuse", "--fit", *few])
+        main(["--across", "--home", few[1], "--home", few[1]])  # the comparison's code (one library with itself)
         shutil.rmtree(tmp, ignore_errors=True)
         return
     homes = [Path(h) for h in a.home or [tempfile.mkdtemp(prefix="hs-relevance-")]]
+    if a.across:
+        if len(homes) != 2:
+            ap.error("--across compares two --home libraries")
+        return across(homes)
     if len(homes) > 1 and not (a.fit and a.reuse):
         ap.error("several --home only with --fit --reuse (libraries indexed before)")
     home = homes[0]
@@ -396,11 +473,14 @@ def main(argv=None):
                                        capture_output=True, text=True).stdout)
     rows = {}  # set -> [(score, similarity, right?)]
     saved = []  # (query, rank, score, similarity, right?) of every result, for offline study
+    pairs = []  # per search: its set, photo, box and {result: score} (--across)
     aps = {}  # set -> average precision of each query over its top (the ranking's quality)
     firsts = {}  # set -> the first counted result's score of each search
     for n, ((name, path, box, right, junk), line) in enumerate(zip(qs, out)):
         res = json.loads(line)
         found, seen, ap = 0, 0, 0.0
+        pairs.append({"set": name, "path": path, "box": box,
+                      "scores": {str(Path(r["path"]).resolve()): r["score"] for r in res.get("results", [])}})
         for r in res.get("results", []):
             p = str(Path(r["path"]).resolve())
             saved.append((n, r["rank"], r["score"], r["similarity"], p in right, p in junk or p == path))
@@ -425,6 +505,7 @@ def main(argv=None):
             print(f"searches for {what} the library does not hold ({len(fs)}), first result hidden (the search reads as empty): "
                   + ", ".join(f"cut-off {c:.1f}: {np.mean(np.array(fs) < c):.2f}" for c in CUTS))
     np.save(home / "relevance-rows.npy", np.array(saved, np.float64))
+    (home / "relevance-pairs.json").write_text(json.dumps(pairs))
     (home / "relevance-sets.json").write_text(json.dumps([q[0] for q in qs]))
 
 
