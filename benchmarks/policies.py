@@ -453,6 +453,25 @@ def mean_columns(data, kind, n, cfg, seeds) -> dict:
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
+def against(variants: dict, libraries, seeds, what: str, out: dict) -> None:
+    """Print, per library, every variant's columns ({name: (Data, Config)}; the first is the one
+    the others are measured against), then each one's worst, mean and best difference over all
+    the library columns (and over the UKBench box columns); the rows go into `out`."""
+    first = next(iter(variants))
+    for kind, n in libraries:
+        rows = {name: mean_columns(dd, kind, n, cfg, seeds) for name, (dd, cfg) in variants.items()}
+        worst = {name: min(r[c] - rows[first][c] for c in r) for name, r in rows.items() if name != first}
+        out[f"{kind} n={n}"] = rows
+        print(table(f"{kind}, {n} photos{', ' + what if what else ''}; worst column against {first}: "
+                    + ", ".join(f"{k} {v:+.2f}" for k, v in worst.items()), rows), flush=True)
+    for name in list(variants)[1:]:
+        diffs = [r[name][c] - r[first][c] for r in out.values() for c in r[first]]
+        box = [r[name]["uk box"] - r[first]["uk box"] for r in out.values() if "uk box" in r[first]]
+        print(f"\n{name} - {first} over {len(diffs)} library columns: worst {min(diffs):+.2f}, "
+              f"mean {np.mean(diffs):+.2f}, best {max(diffs):+.2f}"
+              + (f"; UKBench boxes mean {np.mean(box):+.2f}" if box else ""))
+
+
 def table(title: str, rows: dict[str, dict]) -> str:
     cols = []
     for r in rows.values():
@@ -641,19 +660,8 @@ def main(argv=None):
             variants = {"before": replace(base, box_side=0),
                         **{f"crop up to {L} px" + (" (shipped)" if L == policy.BOX_SIDE else ""): replace(base, box_side=L)
                            for L in sides[1:]}}
-            libraries = SMOKE_LIBRARIES if a.smoke else OBJECT_LIBRARIES
-            for kind, n in libraries:
-                rows = {name: mean_columns(data, kind, n, cfg, seeds) for name, cfg in variants.items()}
-                worst = {name: min(r[c] - rows["before"][c] for c in r) for name, r in rows.items() if name != "before"}
-                out[f"{kind} n={n}"] = rows
-                print(table(f"{kind}, {n} photos, UKBench boxes of 10-35 %; worst column against before: "
-                            + ", ".join(f"{k} {v:+.2f}" for k, v in worst.items()), rows), flush=True)
-            for name in variants:
-                if name != "before":
-                    diffs = [r[name][c] - r["before"][c] for r in out.values() for c in r["before"]]
-                    box = [r[name]["uk box"] - r["before"]["uk box"] for r in out.values() if "uk box" in r["before"]]
-                    print(f"\n{name} - before over {len(diffs)} library columns: worst {min(diffs):+.2f}, "
-                          f"mean {np.mean(diffs):+.2f}, best {max(diffs):+.2f}; UKBench boxes mean {np.mean(box):+.2f}")
+            against({k: (data, v) for k, v in variants.items()}, SMOKE_LIBRARIES if a.smoke else OBJECT_LIBRARIES,
+                    seeds, "UKBench boxes of 10-35 %", out)
         elif a.exp == "box":
             rows = {}
             for mode in ("map", "crop", "hybrid"):
@@ -668,17 +676,7 @@ def main(argv=None):
             variants = {"previous": (prev_data, PREV), "shipped": (data, shipped)}
             if a.keep:
                 variants[f"own size up to {a.keep} px (not shipped)"] = (Data(size, keep=a.keep, smoke=a.smoke), shipped)
-            for kind, n in LIBRARIES:
-                rows = {name: mean_columns(dd, kind, n, cfg, seeds) for name, (dd, cfg) in variants.items()}
-                worst = {name: min(r[c] - rows["previous"][c] for c in r) for name, r in rows.items() if name != "previous"}
-                out[f"{kind} n={n}"] = rows
-                print(table(f"{kind}, {n} photos; worst column against the previous: "
-                            + ", ".join(f"{k} {v:+.2f}" for k, v in worst.items()), rows), flush=True)
-            for name in variants:
-                if name != "previous":
-                    diffs = [r[name][c] - r["previous"][c] for r in out.values() for c in r["previous"]]
-                    print(f"\n{name} - previous over {len(diffs)} library columns: worst {min(diffs):+.2f}, "
-                          f"mean {np.mean(diffs):+.2f}, best {max(diffs):+.2f}")
+            against(variants, LIBRARIES, seeds, "", out)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
     if a.smoke and a.exp == "final":  # the objects experiment's own code too (tests/test_benchmarks.py runs --smoke)
