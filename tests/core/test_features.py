@@ -166,6 +166,9 @@ def test_a_box_crop_sees_the_photos_own_pixels_up_to_box_side(tmp_path):
     assert load_prepared(*args, box=(100, 100, 500, 400)).array.shape == (3, 77, 102)  # the photo's 0.256
     own = load_prepared(*args, box=(100, 100, 500, 400), box_side=768)
     assert own.array.shape == (3, 300, 400) and own.scale == 1.0 and own.offset == (100, 100)
+    with Image.open(f) as im:  # the photo's own pixels, not a smaller decode enlarged
+        exact = prepare(im.convert("RGB").crop((100, 100, 500, 400)), (400, 300), 512, (0.5,) * 3, (0.5,) * 3)
+    assert np.array_equal(own.array, exact.array)
     big = load_prepared(*args, box=(0, 0, 1600, 1200), box_side=768)
     assert big.array.shape == (3, 576, 768) and big.scale == pytest.approx(0.48)
     whole = load_prepared(*args, box_side=768)  # a whole photo: the input size as ever

@@ -20,8 +20,8 @@ DEFAULT_MAX_SIDE = 1024
 
 class Extractor:
     """A backbone, the engine that runs it, and the input size: images -> FeatureMaps.
-    box_side: a box's crop is enlarged until its longer side reaches it (preprocess.crop_scale;
-    0: the crop keeps the photo's scale)."""
+    box_side: a box's crop sees the photo's own pixels until its longer side reaches box_side
+    (preprocess.crop_scale; 0: the crop keeps the whole photo's scale)."""
 
     def __init__(self, backbone: Backbone, engine: Engine, max_side: int = DEFAULT_MAX_SIDE, box_side: int = 0):
         self.backbone = backbone

@@ -80,7 +80,6 @@ class FeatureMap:
         return (float(xs[cols.start]), float(ys[rows.start]), float(xs[cols.stop]), float(ys[rows.stop]))
 
 
-
 def scale_for(orig_size: tuple[int, int], max_side: int) -> float:
     return min(1.0, max_side / max(orig_size))
 
@@ -115,7 +114,7 @@ def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, s
     `img` may be a reduced decode of the original (JPEG draft): its own size over `orig_size`
     gives the factor. The result has longer side round(max_side) for a full image (or its own size
     when smaller); the crop keeps the full image's scale (docs/METHOD.md, "Local features"), or,
-    with `box_side`, is enlarged until its longer side reaches box_side (`crop_scale`).
+    with `box_side`, sees the photo's own pixels up to a longer side of box_side (`crop_scale`).
     """
     s = scale_for(orig_size, max_side)
     r = img.size[0] / orig_size[0]  # decoded pixels per original pixel
