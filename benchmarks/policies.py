@@ -169,14 +169,14 @@ class Data:
         self.uk = uk
         reg = ds.random_boxes(uk, self.sizes, 0)
         self.uk_boxes = [q.box for q in reg.queries]
-        self.uk_crops = cache.get_many([(q.path, q.box) for q in reg.queries])
         self.rev = rev
         self.rev_full = cache.get_many([(q.path, None) for q in rev.queries])
-        self.rev_crops = cache.get_many([(q.path, q.box) for q in rev.queries])
         self.loo = loo
         self._mu_cache = {}
         shipped = self._cache_at(policy.BOX_SIDE)  # the crops the app describes (policy.BOX_SIDE)
-        self.box_sides = {0: (self.uk_crops, self.rev_crops),  # box_side -> (UKBench crops, revisited crops)
+        # box_side -> (UKBench crops, revisited crops); 0: at the whole photo's scale (before issue 50)
+        self.box_sides = {0: (cache.get_many([(q.path, q.box) for q in reg.queries]),
+                              cache.get_many([(q.path, q.box) for q in rev.queries])),
                           policy.BOX_SIDE: (shipped.get_many([(q.path, q.box) for q in reg.queries]),
                                             shipped.get_many([(q.path, q.box) for q in rev.queries]))}
 
@@ -190,7 +190,6 @@ class Data:
             c = self._cache_at(side)
             self.box_sides[side] = (c.get_many([(q.path, q.box) for q in reg.queries]),
                                     c.get_many([(q.path, q.box) for q in self.rev.queries]))
-        self.uk_crops, self.rev_crops = self.box_sides[0] if 0 in self.box_sides else next(iter(self.box_sides.values()))
         self._mu_cache = {}
 
     def mu_rows(self, rows: np.ndarray, mu_from: str) -> np.ndarray:
@@ -213,15 +212,13 @@ class Data:
             return self._mu_cache[key]
         mu = mean_local_feature([self.maps[i].features for i in self.mu_rows(rows, mu_from)])
         db = {int(i): describe_map(self.maps[i], mu).raw for i in rows}
-        out = {"db": db, "uk_box_map": {}, "uk_box_crop": {}, "rev_map": [], "rev_crop": []}
+        out = {"db": db, "uk_box_map": {}, "rev_map": []}
         for i in rows:
             if i < len(self.uk_images):
                 out["uk_box_map"][int(i)] = describe_map(self.maps[i], mu, self.uk_boxes[i]).raw
-                out["uk_box_crop"][int(i)] = describe_map(self.uk_crops[i], mu).raw
         out["mu"] = mu
         out["rev_map"] = [describe_map(fm, mu, q.box).raw for fm, q in zip(self.rev_full, self.rev.queries)]
-        out["rev_crop"] = [describe_map(fm, mu).raw for fm in self.rev_crops]
-        for side, (uk_crops, rev_crops) in self.box_sides.items():  # crops enlarged (Config.box_side)
+        for side, (uk_crops, rev_crops) in self.box_sides.items():  # the crops at each Config.box_side
             out[f"uk_box_crop{side}"] = {int(i): describe_map(uk_crops[i], mu).raw for i in rows if i < len(self.uk_images)}
             out[f"rev_crop{side}"] = [describe_map(fm, mu).raw for fm in rev_crops]
         self._mu_cache = {key: out}  # one library at a time

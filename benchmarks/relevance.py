@@ -322,7 +322,7 @@ def raw_relevance(cosine):
     return 1.0 / (1.0 + np.exp(-np.clip(policy.MATCH_RAW_STEEPNESS * (np.asarray(cosine) - policy.MATCH_RAW), -50, 50)))
 
 
-def across(homes: list[Path], near: float = 0.1) -> None:
+def across(homes: list[Path], boxes: int, near: float = 0.1) -> None:
     """The same query and result in two libraries (each searched before: relevance-pairs.json):
     how often their numbers lie within `near`, per set; all pairs both lists hold, and those that
     read 0.5 or more in either (where a difference changes what a person sees). Then the same for
@@ -330,7 +330,7 @@ def across(homes: list[Path], near: float = 0.1) -> None:
     photos both libraries hold), and how it separates right from wrong results in each."""
     a, b = ({(q["path"], json.dumps(q["box"])): q for q in json.loads((h / "relevance-pairs.json").read_text())}
             for h in homes)
-    right = {(path, json.dumps(box)): r for _, path, box, r, _ in queries(None)}
+    right = {(path, json.dumps(box)): r for _, path, box, r, _ in queries(None, boxes)}
     raws = [raw_descriptors(h) for h in homes]
     by_set: dict = {}
     for key, qa in a.items():
@@ -401,7 +401,7 @@ def main(argv=None):
     if a.across:
         if len(homes) != 2:
             ap.error("--across compares two --home libraries")
-        return across(homes)
+        return across(homes, a.boxes)
     if len(homes) > 1 and not (a.fit and a.reuse):
         ap.error("several --home only with --fit --reuse (libraries indexed before)")
     home = homes[0]

@@ -89,7 +89,7 @@ def main() -> None:
     pa_rows = [r for r in rows if n_uk <= r < n_uk + len(data.pa_images)]
     name_row = {Path(data.images[r]).stem: pos[int(r)] for r in pa_rows}
     own = {name_row[Path(q.path).stem] for q in data.rev.queries if Path(q.path).stem in name_row}
-    raws = [a + b for a, b in zip(d["rev_map"], d["rev_crop"])]
+    raws = [a + b for a, b in zip(d["rev_map"], d[f"rev_crop{policy.BOX_SIDE}"])]
     gnds = {s: [] for s in ("Easy", "Medium", "Hard")}
     for q in data.rev.queries:
         for s in gnds:
@@ -104,7 +104,7 @@ def main() -> None:
     new = []
     right_in, wrong_in = [], []
     for qi, q in enumerate(data.rev.queries):
-        qf, qp, qc = cells(data.rev_crops[qi])
+        qf, qp, qc = cells(data.box_sides[policy.BOX_SIDE][1][qi])
         top = rk[qi][:K]
         sc = []
         for r in top:

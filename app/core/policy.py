@@ -277,9 +277,9 @@ HER_K = 200
 BOX_MODE = "hybrid"
 # A box's crop pass sees the photo's own pixels until the crop's longer side reaches BOX_SIDE (never
 # enlarged beyond them: preprocess.crop_scale), not the 512 px of the whole photo: a box of a
-# camera photo then holds 2-6 times more cells. Measured (benchmarks/policies.py --exp objects) on
+# camera photo then holds 4-36 times the cells. Measured (benchmarks/policies.py --exp objects) on
 # every shared set and size, UKBench boxes of 10-35 %: Paris box queries (1,024-px photos) gain
-# 0.4-2.9 (Hard 78.9 -> 81.8 at 2,703 photos), UKBench boxes (640-px photos: 1.25 times the
+# 0.3-2.9 (Hard 78.9 -> 81.8 at 2,703 photos), UKBench boxes (640-px photos: 1.25 times the
 # pixels) lose 0.05-0.25; 1,024 read the same as 768 at more CNN time.
 BOX_SIDE = 768
 

@@ -154,10 +154,11 @@ def test_preprocessing_never_upscales_and_crop_keeps_scale():
     assert float(p.array[0, 0, 0]) == pytest.approx((200 / 255 - 0.5) / 0.5, abs=1e-6)
 
 
-def test_a_box_crop_sees_the_photos_own_pixels_up_to_box_side(tmp_path):
+def test_a_box_crop_sees_the_photos_own_pixels_up_to_box_side(tmp_path, monkeypatch):
     """policy.BOX_SIDE: a box of a camera photo is cut from its own pixels (a JPEG draft-decoded
     no smaller than that), until the crop's longer side reaches box_side; never enlarged beyond
     them, and at box_side 0 it keeps the whole photo's scale."""
+    from app.core.features import preprocess
     from app.core.features.preprocess import load_prepared
 
     f = tmp_path / "big.jpg"
@@ -173,6 +174,14 @@ def test_a_box_crop_sees_the_photos_own_pixels_up_to_box_side(tmp_path):
     assert big.array.shape == (3, 576, 768) and big.scale == pytest.approx(0.48)
     whole = load_prepared(*args, box_side=768)  # a whole photo: the input size as ever
     assert whole.array.shape == (3, 384, 512)
+    # never beyond the pixels decoded: a RAW file's preview of half the size, a JPEG decoded at 1/2
+    # when the photo has more than BOX_DECODE_PIXELS
+    with Image.open(f) as im:
+        preview = im.convert("RGB").resize((1000, 750))
+    half = prepare(preview, (2000, 1500), 512, (0.5,) * 3, (0.5,) * 3, box=(100, 100, 500, 400), box_side=768)
+    assert half.array.shape == (3, 150, 200) and half.scale == 0.5
+    monkeypatch.setattr(preprocess, "BOX_DECODE_PIXELS", 750_000)
+    assert load_prepared(*args, box=(100, 100, 500, 400), box_side=768).array.shape == (3, 150, 200)
 
 
 def test_exif_orientation_is_honoured(tmp_path):

@@ -74,7 +74,9 @@ class MapCache:
 
     def _key(self, path: Path, box) -> Path:
         st = path.stat()
-        crop = f"|side {self.ex.box_side}" if box is not None and self.ex.box_side else ""  # a crop enlarged
+        # a crop at the photo's own pixels (preprocess.crop_scale): its rule named, so that a change
+        # of the rule is a new key
+        crop = f"|own pixels up to {self.ex.box_side}, r2" if box is not None and self.ex.box_side else ""
         h = hashlib.sha1(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{box}{crop}".encode()).hexdigest()[:20]
         return self.root / f"{h}.npz"
 

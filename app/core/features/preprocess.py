@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from ..imageio import clip_box, image_size, open_oriented
+from ..imageio import RAW_EXTENSIONS, clip_box, image_size, open_oriented
 
 
 @dataclass
@@ -80,6 +80,10 @@ class FeatureMap:
         return (float(xs[cols.start]), float(ys[rows.start]), float(xs[cols.stop]), float(ys[rows.stop]))
 
 
+# The most pixels a box's photo is decoded to (a 24 MP camera photo whole; larger ones reduced)
+BOX_DECODE_PIXELS = 24_000_000
+
+
 def scale_for(orig_size: tuple[int, int], max_side: int) -> float:
     return min(1.0, max_side / max(orig_size))
 
@@ -122,7 +126,8 @@ def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, s
     if box is not None:
         x1, y1, x2, y2 = clip_box(box, orig_size)
         offset = (x1, y1)
-        s = crop_scale((x2 - x1, y2 - y1), s, box_side)
+        # never beyond the pixels decoded (a RAW file's preview, LibRaw's half-size decode)
+        s = max(s, min(crop_scale((x2 - x1, y2 - y1), s, box_side), r))
         img = img.crop((round(x1 * r), round(y1 * r), max(round(x2 * r), round(x1 * r) + 1), max(round(y2 * r), round(y1 * r) + 1)))
         target = (max(1, round((x2 - x1) * s)), max(1, round((y2 - y1) * s)))
     else:
@@ -133,13 +138,17 @@ def prepare(img: Image.Image, orig_size: tuple[int, int], max_side: int, mean, s
 
 
 def load_prepared(path: str | os.PathLike, max_side: int, mean, std, box=None, box_side: int = 0) -> Prepared:
-    """Decode a photo (JPEG draft-decoded when much larger than needed, a crop enlarged by
-    `box_side` keeping the pixels it needs) and prepare it."""
+    """Decode a photo (JPEG draft-decoded when much larger than needed; with `box_side`, a box's
+    crop keeps the pixels `crop_scale` asks for, in a decode of at most BOX_DECODE_PIXELS) and
+    prepare it."""
     draft = max_side
-    if box is not None and box_side > 0:
-        size = image_size(path)
+    if box is not None and box_side > 0 and os.path.splitext(os.fspath(path))[1].lower() not in RAW_EXTENSIONS:
+        size = image_size(path)  # (a RAW file's size is a decode: its preview serves as it is)
         x1, y1, x2, y2 = clip_box(box, size)
         zoom = crop_scale((x2 - x1, y2 - y1), scale_for(size, max_side), box_side)
-        draft = math.ceil(zoom * min(size))  # the decode's shorter side: the crop's scale or more
+        # the decode's shorter side: the crop's scale or more, in at most BOX_DECODE_PIXELS (a box
+        # on a 200 MP scan is not worth a 600 MB decode)
+        zoom = min(zoom, max(scale_for(size, max_side), math.sqrt(BOX_DECODE_PIXELS / (size[0] * size[1]))))
+        draft = math.ceil(zoom * min(size))
     img, orig = open_oriented(path, draft_side=draft)
     return prepare(img, orig, max_side, mean, std, box, box_side)
