@@ -127,6 +127,15 @@ MATCH_RAW_MODELS = ("efficientnet-lite2", "efficientnet-lite0")
 # landmarks); held boxes whose best match reads below 0.5 by it: 1 of 27 (120 photos), 0 of 33,
 # 35 and 212 elsewhere. Throwaway script on the shared libraries (closing note of issue 20).
 MATCH_RAW_BOX = 0.71
+# A whole photo's search whose best raw cosine is below MATCH_RAW_SURE has its first results matched
+# with it part by part (app/core/verification.py, UNMATCHED_*): the look-alikes of the same kind
+# that pass MATCH_RAW (a red sports car -> another 0.99, a play mat -> another 0.94, an indoor
+# people photo -> a lab photo 0.96) share few of the photo's details, 0-11 SIFT inliers; a right
+# first result with so few (a landmark from afar: 6 at the 10th percentile) reads a raw cosine
+# of 0.78 or more but for 3 of 355 (a 600-photo library, held UKBench and Paris photos: 5th
+# percentile 0.81; searches for photos not held: 95th percentile 0.77). Measured
+# (benchmarks/relevance.py, README "Quality").
+MATCH_RAW_SURE = 0.78
 
 
 # ... and whether the best match is as close to the query as its own nearest photo is to it
@@ -257,7 +266,9 @@ class SearchPlan:
     neighbourhood: `use_her`); box_mode: map | crop | hybrid (box queries only); verified, as
     applied: None when the first results were not matched with the query part by part (no HeR, a
     box, or the query could not be read for it), else how many of them stood above a step of
-    local-feature matches (0: none; app/core/verification.py)."""
+    local-feature matches (0: none; app/core/verification.py); unmatched: a whole photo's first
+    results share few of its details while its best match is not sure by its raw cosine
+    (MATCH_RAW_SURE): every result was lowered, the library may not hold its subject."""
 
     qe: bool
     qe_n: int
@@ -266,6 +277,7 @@ class SearchPlan:
     her_k: int
     box_mode: str
     verified: int | None = None
+    unmatched: bool = False
 
 
 # HeR's shortlist: 200 measured better than the paper's 800 on every Paris column and on UKBench

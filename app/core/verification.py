@@ -38,6 +38,12 @@ CHANCE, STEP_EXCEPTIONS = 15, 1
 # (0.93) a third of an object's own views would be too (held UKBench searches of that person's
 # library: wrong results at 0.5 229 -> 112, against 67 at 0.96).
 BURST = 0.96
+# A whole photo whose best match is not sure by its raw cosine (policy.MATCH_RAW_SURE) and none of
+# whose first UNMATCHED_FIRST results share UNMATCHED_INLIERS reads as not held: every result times
+# BELOW_STEP. Searches for photos a 600-photo library does not hold: their first results 0-11
+# inliers (median 5); held ones' first three 10+ in all but 2 of 355 searches whose raw cosine is
+# below 0.78 or which share more (benchmarks/relevance.py, README "Quality").
+UNMATCHED_FIRST, UNMATCHED_INLIERS = 3, 10
 BELOW_STEP = 0.3  # a result below the step reads this share of its relevance (0.30 at most), its order kept
 
 

@@ -153,6 +153,9 @@ class SearchController(QObject):
             how.append(f"the first results were compared detail by detail with the photo: {plan.verified} share many"
                        f" of its details, those sharing few read {verification.BELOW_STEP:.2f} at most, as do the"
                        f" results after the first {Searcher.VERIFIED}")
+        if plan is not None and plan.unmatched:
+            how.append(f"its first results share few of the photo's details: the library may not hold its subject,"
+                       f" every result reads {verification.BELOW_STEP:.2f} of its number")
         return text, (text + "; " + "; ".join(how)) if how else ""
 
     def fail(self, req_id: int, msg: str) -> str | None:

@@ -712,3 +712,71 @@ def test_a_whitened_library_judges_a_whole_photo_by_its_raw_cosine(tmp_path, mon
     assert best_raw == pytest.approx(expected, abs=1e-6) and best_raw != pytest.approx(best_cosine, abs=1e-3)
     assert boxes["hybrid"][1] == {"box": True} and boxes["hybrid"][0][3] is not None
     assert boxes["map"][0][3] is None
+
+
+# Issue 50, item 3: searches of photos a 600-photo library did not hold whose first result read 0.5
+# or more (benchmarks/relevance.py --sample 600), with that first result: each a look-alike of the
+# same kind (photos of people indoors -> a lab photo, a camera -> another camera, an object -> another)
+LOOK_ALIKES = {
+    "coco/000000535506.jpg": "imagenet/n03630383_lab_coat.jpg",
+    "coco/000000109313.jpg": "imagenet/n03630383_lab_coat.jpg",
+    "camera/Ricoh_RDC5300.jpg": "coco/000000069468.jpg",
+    "camera/Sanyo_SR6.jpg": None,  # -> a Louvre photo
+    "camera/Samsung_GT-I9000__Galaxy_S_.jpg": "camera/Kodak_DC3400.jpg",
+    "camera/Kodak_DX6490.jpg": "camera/JVC_GR-DC2000.jpg",
+    "camera/Canon_IXUS_750.jpg": "bsds/15011.jpg",
+    "coco/000000536038.jpg": "camera/Sony_Cybershot__5_.jpg",
+    "coco/000000442450.jpg": "coco/000000037666.jpg",
+    "coco/000000022192.jpg": "camera/Issue_177.jpg",
+    "bsds/15004.jpg": "bsds/15011.jpg",
+    "bsds/175083.jpg": "imagenet/n01629819_European_fire_salamander.jpg",
+    "bsds/159091.jpg": "imagenet/n02133161_American_black_bear.jpg",
+    "bsds/145059.jpg": "camera/metadata-extractor-dotnet_issue_51.jpg",
+    "imagenet/n03355925_flagpole.jpg": "camera/Canon_PowerShot_S30.jpg",
+}
+
+
+@pytest.mark.slow
+def test_a_look_alike_that_shares_few_of_the_photos_details_reads_as_no_match(tmp_path):
+    """Issue 50, item 3: photos the library does not hold read a look-alike of the same kind
+    0.5-0.96 (19 % of such searches in a 600-photo library): close enough by the raw cosine to
+    pass policy.MATCH_RAW, but sharing few of the photo's details (4-11 SIFT inliers). A whole
+    photo whose best match is not sure by its raw cosine (policy.MATCH_RAW_SURE) has its first
+    results matched part by part, and reads as no match when none shares
+    verification.UNMATCHED_INLIERS. Photos of the subjects the library holds (a landmark from
+    another spot, an object's other view) still read high."""
+    from tests.conftest import SHARED, shared_photos
+
+    src = SHARED / "data" / "paris250" / "jpg"
+    if not src.is_dir():
+        pytest.skip(f"shared photos not found in {src}")
+    dx = SHARED / "data" / "distractors"
+    queries = [dx / q for q in LOOK_ALIKES]
+    alike = {dx / p for p in LOOK_ALIKES.values() if p}
+    landmarks = {n: sorted(src.glob(f"paris_{n}_*.jpg")) for n in ("eiffel", "louvre", "invalides")}
+    uk = shared_photos("ukbench", 600)
+    extra = [p for p in shared_photos("distractors", 1853)[::10] if p not in queries]
+    held = [p for n in landmarks for p in landmarks[n][:16]] + uk[:100] + sorted(alike | set(extra))
+    svc, d = shipped_library(tmp_path, held)
+    try:
+        searcher = Searcher(svc)
+        wrong, plans = [], []
+        for q in queries:
+            res = searcher.search(SearchRequest(path=str(q), top=10))
+            wrong.append(round(res.hits[0].score, 2))
+            plans.append(res.plan.unmatched)
+        right = []
+        for n in landmarks:  # photos of the held landmarks, not in the library
+            for q in landmarks[n][16:22]:
+                h = searcher.search(SearchRequest(path=str(q), top=10)).hits[0]
+                right.append(round(h.score, 2) if f"_{n}_" in h.path else None)
+        for obj in range(0, 25, 2):  # a held object's view, searched from the library
+            res = searcher.search(SearchRequest(path=str(d / uk[4 * obj].name), top=4))
+            right.append(round(min(h.score for h in res.hits), 2) if all(
+                int(h.path[-9:-4]) // 4 == obj for h in res.hits) else None)
+    finally:
+        svc.close()
+    print("not held:", wrong, "unmatched:", plans, "held:", right)
+    assert np.mean([s < 0.5 for s in wrong]) >= 0.8, wrong  # 13 of 15 here (two share 11 details, or 0.78+)
+    assert all(s < 0.5 for s, u in zip(wrong, plans) if u), (wrong, plans)
+    assert np.mean([s is not None and s >= 0.5 for s in right]) >= 0.85, right

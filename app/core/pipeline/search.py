@@ -604,9 +604,12 @@ class Searcher:
         # 5th percentile): judged by u or cosine alone then, and by its raw cosine too on release
         by_raw = best is not None and snap.space.backbone in policy.MATCH_RAW_MODELS and (
             req.box is None or plan.box_mode != "map")
+        best_raw = self._best_raw(raw, sl, same + copies, snap) if by_raw else None
         matched = policy.match(None if best is None else (best - mu) / unit, best,
-                               None if neighbour is None else (neighbour - mu) / unit,
-                               self._best_raw(raw, sl, same + copies, snap) if by_raw else None, box=req.box is not None)
+                               None if neighbour is None else (neighbour - mu) / unit, best_raw, box=req.box is not None)
+        # a whole photo whose best match is not sure by its raw cosine: its first results' details
+        # decide whether the library holds its subject at all (`_verified`)
+        unsure = whole_photo and best_raw is not None and best_raw < policy.MATCH_RAW_SURE
         scale = (mu, unit, her, matched, req.box is None, not snap.whitening.is_identity)
         # Each photo reads its own relevance, as it stands in the whole library's ranking, filter
         # or not, and the list's first results are shown in that order: the ranking's order
@@ -684,36 +687,47 @@ class Searcher:
                                  "turns_ms": turns_ms, "total_ms": (time.perf_counter() - t0) * 1000,
                                  "backend": snap.backend}, plan
 
-        if not (her and whole_photo and verify):
+        if not ((her or unsure) and whole_photo and verify):
             return finish(w_rel, plan, 0.0)
         if early is not None:
             early(*finish(w_rel, plan, 0.0))
         t_verify = time.perf_counter()
-        w_rel, above = self._verified(req, final.ids[:n], final.vectors[:n], q, w_rel, same + copies)
-        return finish(w_rel, replace(plan, verified=above), (time.perf_counter() - t_verify) * 1000)
+        w_rel, above, unmatched = self._verified(req, final.ids[:n], final.vectors[:n], q, w_rel, same + copies,
+                                                 step=her, unsure=unsure)
+        return finish(w_rel, replace(plan, verified=above, unmatched=unmatched), (time.perf_counter() - t_verify) * 1000)
 
     VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's (0: none)
     LOCAL_KEPT = 64  # photos whose local features are kept (up to 260 KB each): a search redone reads none again
 
     def _verified(self, req: SearchRequest, ids: np.ndarray, vectors: np.ndarray, q: np.ndarray, rel: np.ndarray,
-                  own: list[int]) -> tuple[np.ndarray, int | None]:
-        """(the relevance `rel` (n,) float64 of results `ids` (n,) int64 of a whole-photo HeR search,
-        with every result below a step of SIFT inliers (verification.step, among the first VERIFIED
-        in relevance order) and every result after those times verification.BELOW_STEP: the
-        query's object was found in the results above the step, the heat spread over other
-        things of its kind; how many stood above it: 0 when none did, None when the query could
-        not be read). `own` (the query's own file and its copies) and its near-identical shots
-        (`vectors` (n, D) against the query `q` (D,): cosine verification.BURST or more) are left as
-        they are; a result's own near-identical shots count once, with it, and share its fate. A
-        photo that cannot be read counts no inliers, but is not lowered among the first VERIFIED."""
+                  own: list[int], step: bool = True, unsure: bool = False) -> tuple[np.ndarray, int | None, bool]:
+        """The first results of a whole-photo search matched with the query part by part (SIFT
+        inliers, in relevance order): (the relevance `rel` (n,) float64 of results `ids` (n,) int64
+        as lowered, how many stood above the step (None: no step looked for, or the query could
+        not be read), whether the search found nothing that shares the query's details).
+        `unsure` (its best match not sure by its raw cosine: policy.MATCH_RAW_SURE): when none of
+        the first verification.UNMATCHED_FIRST shares verification.UNMATCHED_INLIERS, every result
+        reads verification.BELOW_STEP of its relevance: a look-alike of the same kind, not the
+        query's subject. `step` (a HeR search): every result below a step of inliers
+        (verification.step, among the first VERIFIED) and every result after those times
+        verification.BELOW_STEP: the query's object was found above the step, the heat spread over
+        other things of its kind. `own` (the query's own file and its copies) and its
+        near-identical shots (`vectors` (n, D) against the query `q` (D,): cosine
+        verification.BURST or more) are left as they are (such a shot: the subject is held); a
+        result's own near-identical shots count once, with it, and share its fate. A photo that
+        cannot be read counts no inliers, but is not lowered among the first VERIFIED."""
         if not self.VERIFIED:
-            return rel, None
+            return rel, None, False
         try:  # the verification only ever lowers numbers: whatever fails, the search keeps its own
             query = self._local_features(req.path) if req.path is not None else verification.features_of(req.image)
         except Exception:
-            return rel, None
+            return rel, None, False
         kept = np.isin(ids, own) | (vectors @ q >= verification.BURST)
-        first = [int(j) for j in np.argsort(-rel, kind="stable") if not kept[j]][: self.VERIFIED]
+        unsure = unsure and not kept[~np.isin(ids, own)].any()
+        if not (step or unsure):
+            return rel, None, False
+        first = [int(j) for j in np.argsort(-rel, kind="stable") if not kept[j]][: self.VERIFIED if step else
+                                                                                  verification.UNMATCHED_FIRST]
         # a burst among the results is one photo: its shots would make a step of their own over the
         # other views of the same object (tests/core/test_policy.py, three near shots of a view)
         alike = vectors[first] @ vectors[first].T >= verification.BURST  # (m, m)
@@ -732,15 +746,21 @@ class Searcher:
         leads = sorted(set(lead.values()), key=first.index)
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
             counts = dict(zip(leads, pool.map(count, leads)))
+        if unsure:
+            best = [c for j in first[: verification.UNMATCHED_FIRST] if (c := counts[lead[j]]) is not None]
+            if best and max(best) < verification.UNMATCHED_INLIERS:
+                return np.where(kept, rel, rel * verification.BELOW_STEP), (0 if step else None), True
+        if not step:
+            return rel, None, False
         cut = verification.step([c for c in counts.values() if c is not None])
         if cut is None:
-            return rel, 0
+            return rel, 0, False
         below = ~kept
         for j in first:
             c = counts[lead[j]]
             below[j] = c is not None and c < cut
         above = [counts[lead[j]] for j in first if counts[lead[j]] is not None and counts[lead[j]] >= cut]
-        return np.where(below, rel * verification.BELOW_STEP, rel), len(above)
+        return np.where(below, rel * verification.BELOW_STEP, rel), len(above), False
 
     def _local_features(self, path: str) -> tuple:
         """verification.read_features of the photo at `path`, kept while the file is unchanged.
