@@ -13,13 +13,11 @@ Photos are read, never written. README "Relevance".
 """
 from __future__ import annotations
 
-import math
-import os
 import threading
 
 import numpy as np
 
-from .imageio import RAW_EXTENSIONS, decode, image_size
+from .imageio import decode
 
 MAX_PIXELS = 50_000_000  # photos of other formats above this are not read (`readable`)
 SIDE = 320  # px, the longer side the features are read at (640: 79 ms per photo, as separating)
@@ -73,24 +71,6 @@ def readable(path: str, width: int | None, height: int | None) -> bool:
 def read_features(path: str) -> Features:
     """Local features of the photo at `path` (JPEG decoded at a reduced scale). Raises ImageError."""
     return features_of(decode(path, draft_side=SIDE).image)
-
-
-def read_box_features(path: str, box) -> Features:
-    """Local features of the region `box` (x1, y1, x2, y2: the oriented photo's full-resolution
-    pixels) of the photo at `path`, read at SIDE px on its longer side or its own pixels if fewer
-    (a JPEG decoded at the reduced scale that keeps them; a RAW file's preview). Raises ImageError."""
-    x1, y1, x2, y2 = box
-    draft = None
-    if os.path.splitext(path)[1].lower() not in RAW_EXTENSIONS:
-        size = image_size(path)
-        if not readable(path, *size):
-            from .errors import ImageError
-
-            raise ImageError(f"over {MAX_PIXELS // 1_000_000} MP: not read for its details")
-        draft = math.ceil(min(1.0, SIDE / max(x2 - x1, y2 - y1, 1.0)) * min(size))
-    photo = decode(path, draft_side=draft)
-    sx, sy = photo.image.width / photo.orig_size[0], photo.image.height / photo.orig_size[1]
-    return features_of(photo.image.crop((round(x1 * sx), round(y1 * sy), round(x2 * sx), round(y2 * sy))))
 
 
 def inliers(a: Features, b: Features) -> int:

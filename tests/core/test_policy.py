@@ -734,14 +734,6 @@ LOOK_ALIKES = {
     "bsds/145059.jpg": "camera/metadata-extractor-dotnet_issue_51.jpg",
     "imagenet/n03355925_flagpole.jpg": "camera/Canon_PowerShot_S30.jpg",
 }
-# ... and boxes (15-35 % of a UKBench photo, benchmarks/relevance.py's seed) on objects it did not hold
-# -> the first result's object, 0.59-0.99: another object of the kind (a CD cover, a book, a toy)
-LOOK_ALIKE_BOXES = {
-    120: ((90, 3, 390, 339), 99), 121: ((7, 45, 314, 253), 99),
-    122: ((138, 203, 399, 453), 99), 123: ((301, 230, 554, 463), 99), 124: ((313, 50, 558, 456), 4),
-    125: ((75, 80, 268, 453), 4), 127: ((164, 43, 361, 391), 11), 156: ((80, 27, 320, 413), 77),
-    157: ((60, 151, 425, 379), 77), 158: ((215, 154, 485, 445), 97), 194: ((95, 187, 489, 449), 56),
-}
 
 
 @pytest.mark.slow
@@ -751,11 +743,8 @@ def test_a_look_alike_that_shares_few_of_the_photos_details_reads_as_no_match(tm
     pass policy.MATCH_RAW, but sharing few of the photo's details (4-11 SIFT inliers). A whole
     photo whose best match is not sure by its raw cosine (policy.MATCH_RAW_SURE) has its first
     results matched part by part, and reads as no match when none shares
-    verification.UNMATCHED_INLIERS. So does a box (its region matched), released. Photos of the
-    subjects the library holds (a landmark from another spot, an object's other view, a box on
-    one) still read high."""
-    from PIL import Image
-
+    verification.UNMATCHED_INLIERS. Photos of the subjects the library holds (a landmark from
+    another spot, an object's other view) still read high."""
     from tests.conftest import SHARED, shared_photos
 
     src = SHARED / "data" / "paris250" / "jpg"
@@ -767,10 +756,7 @@ def test_a_look_alike_that_shares_few_of_the_photos_details_reads_as_no_match(tm
     landmarks = {n: sorted(src.glob(f"paris_{n}_*.jpg")) for n in ("eiffel", "louvre", "invalides")}
     uk = shared_photos("ukbench", 600)
     extra = [p for p in shared_photos("distractors", 1853)[::10] if p not in queries]
-    objects = {o for _, o in LOOK_ALIKE_BOXES.values()}  # the boxes' first results' objects, whole
-    held = ([p for n in landmarks for p in landmarks[n][:16]] + uk[:100] + [p for o in sorted(objects - set(range(25)))
-                                                                            for p in uk[4 * o: 4 * o + 4]]
-            + sorted(alike | set(extra)))
+    held = [p for n in landmarks for p in landmarks[n][:16]] + uk[:100] + sorted(alike | set(extra))
     svc, d = shipped_library(tmp_path, held)
     try:
         searcher = Searcher(svc)
@@ -779,17 +765,7 @@ def test_a_look_alike_that_shares_few_of_the_photos_details_reads_as_no_match(tm
             res = searcher.search(SearchRequest(path=str(q), top=10))
             wrong.append(round(res.hits[0].score, 2))
             plans.append(res.plan.unmatched)
-        boxed = []
-        for i, (box, _) in LOOK_ALIKE_BOXES.items():
-            res = searcher.search(SearchRequest(path=str(uk[i]), box=box, top=10))
-            boxed.append(round(res.hits[0].score, 2))
-        right, right_boxes = [], []
-        for obj in range(0, 25, 2):  # a box on a held object's view (the middle quarter), from the library
-            vw, vh = Image.open(uk[4 * obj]).size
-            res = searcher.search(SearchRequest(path=str(d / uk[4 * obj].name), box=(vw / 4, vh / 4, 3 * vw / 4, 3 * vh / 4),
-                                                top=4))
-            right_boxes.append(round(min(h.score for h in res.hits), 2) if all(
-                int(h.path[-9:-4]) // 4 == obj for h in res.hits) else None)
+        right = []
         for n in landmarks:  # photos of the held landmarks, not in the library
             for q in landmarks[n][16:22]:
                 h = searcher.search(SearchRequest(path=str(q), top=10)).hits[0]
@@ -800,9 +776,7 @@ def test_a_look_alike_that_shares_few_of_the_photos_details_reads_as_no_match(tm
                 int(h.path[-9:-4]) // 4 == obj for h in res.hits) else None)
     finally:
         svc.close()
-    print("not held:", wrong, "unmatched:", plans, "boxes:", boxed, "held:", right, "held boxes:", right_boxes)
+    print("not held:", wrong, "unmatched:", plans, "held:", right)
     assert np.mean([s < 0.5 for s in wrong]) >= 0.8, wrong  # 13 of 15 here (two share 11 details, or 0.78+)
     assert all(s < 0.5 for s, u in zip(wrong, plans) if u), (wrong, plans)
-    assert np.mean([s < 0.5 for s in boxed]) >= 0.8, boxed  # 9 of 11 here (a book's cover: 10 and 12 details)
     assert np.mean([s is not None and s >= 0.5 for s in right]) >= 0.85, right
-    assert np.mean([s is not None and s >= 0.5 for s in right_boxes]) >= 0.85, right_boxes

@@ -42,23 +42,3 @@ def test_huge_photos_of_formats_decoded_whole_are_not_read():
     assert verification.readable("/p/a.JPG", 20000, 10000)
     assert not verification.readable("/p/a.tif", 20000, 10000)
     assert verification.readable("/p/a.png", 4000, 3000) and verification.readable("/p/a.heic", None, None)
-
-
-def test_a_box_is_read_from_its_own_pixels_and_matches_the_object_it_holds(tmp_path):
-    """A box's region is read at SIDE px on its longer side (its own pixels when fewer), from a
-    JPEG decoded no smaller: a view of an object pasted into a camera-sized photo, boxed, matches
-    the object's other views (a whole 4,000-px photo read at 320 px leaves the object 50 px)."""
-    uk = shared_photos("ukbench", 20)
-    view = Image.open(uk[16]).convert("RGB")  # 640 x 480
-    big = Image.new("RGB", (4000, 3000), (90, 100, 110))
-    big.paste(view, (2000, 1500))
-    path = tmp_path / "camera.jpg"
-    big.save(path, quality=92)
-    box = (2000, 1500, 2640, 1980)
-    points, _ = verification.read_box_features(str(path), box)
-    assert len(points) and points.max(axis=0)[0] <= verification.SIDE and points.max(axis=0)[0] > verification.SIDE / 2
-    boxed = verification.read_box_features(str(path), box)
-    others = [verification.read_features(str(p)) for p in uk[17:20]]
-    whole = verification.read_features(str(path))
-    assert min(verification.inliers(boxed, o) for o in others) >= verification.UNMATCHED_INLIERS
-    assert max(verification.inliers(whole, o) for o in others) < min(verification.inliers(boxed, o) for o in others)

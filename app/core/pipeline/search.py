@@ -607,9 +607,9 @@ class Searcher:
         best_raw = self._best_raw(raw, sl, same + copies, snap) if by_raw else None
         matched = policy.match(None if best is None else (best - mu) / unit, best,
                                None if neighbour is None else (neighbour - mu) / unit, best_raw, box=req.box is not None)
-        # a search whose best match is not sure by its raw cosine (a box's too, on release): its
-        # first results' details decide whether the library holds its subject at all (`_verified`)
-        unsure = best_raw is not None and best_raw < policy.MATCH_RAW_SURE
+        # a whole photo whose best match is not sure by its raw cosine: its first results' details
+        # decide whether the library holds its subject at all (`_verified`)
+        unsure = whole_photo and best_raw is not None and best_raw < policy.MATCH_RAW_SURE
         scale = (mu, unit, her, matched, req.box is None, not snap.whitening.is_identity)
         # Each photo reads its own relevance, as it stands in the whole library's ranking, filter
         # or not, and the list's first results are shown in that order: the ranking's order
@@ -687,13 +687,13 @@ class Searcher:
                                  "turns_ms": turns_ms, "total_ms": (time.perf_counter() - t0) * 1000,
                                  "backend": snap.backend}, plan
 
-        if not (((her and whole_photo) or unsure) and verify):
+        if not ((her or unsure) and whole_photo and verify):
             return finish(w_rel, plan, 0.0)
         if early is not None:
             early(*finish(w_rel, plan, 0.0))
         t_verify = time.perf_counter()
         w_rel, above, unmatched = self._verified(req, final.ids[:n], final.vectors[:n], q, w_rel, same + copies,
-                                                 step=her and whole_photo, unsure=unsure)
+                                                 step=her, unsure=unsure)
         return finish(w_rel, replace(plan, verified=above, unmatched=unmatched), (time.perf_counter() - t_verify) * 1000)
 
     VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's (0: none)
@@ -701,14 +701,14 @@ class Searcher:
 
     def _verified(self, req: SearchRequest, ids: np.ndarray, vectors: np.ndarray, q: np.ndarray, rel: np.ndarray,
                   own: list[int], step: bool = True, unsure: bool = False) -> tuple[np.ndarray, int | None, bool]:
-        """The first results of a search matched with the query (a box: its region) part by part
-        (SIFT inliers, in relevance order): (the relevance `rel` (n,) float64 of results `ids` (n,) int64
+        """The first results of a whole-photo search matched with the query part by part (SIFT
+        inliers, in relevance order): (the relevance `rel` (n,) float64 of results `ids` (n,) int64
         as lowered, how many stood above the step (None: no step looked for, or the query could
         not be read), whether the search found nothing that shares the query's details).
         `unsure` (its best match not sure by its raw cosine: policy.MATCH_RAW_SURE): when none of
         the first verification.UNMATCHED_FIRST shares verification.UNMATCHED_INLIERS, every result
         reads verification.BELOW_STEP of its relevance: a look-alike of the same kind, not the
-        query's subject. `step` (a whole photo's HeR search): every result below a step of inliers
+        query's subject. `step` (a HeR search): every result below a step of inliers
         (verification.step, among the first VERIFIED) and every result after those times
         verification.BELOW_STEP: the query's object was found above the step, the heat spread over
         other things of its kind. `own` (the query's own file and its copies) and its
@@ -719,11 +719,7 @@ class Searcher:
         if not self.VERIFIED:
             return rel, None, False
         try:  # the verification only ever lowers numbers: whatever fails, the search keeps its own
-            if req.box is not None:  # the box's region alone
-                query = (verification.read_box_features(req.path, req.box) if req.path is not None else
-                         verification.features_of(req.image.crop(tuple(round(v) for v in req.box))))
-            else:
-                query = self._local_features(req.path) if req.path is not None else verification.features_of(req.image)
+            query = self._local_features(req.path) if req.path is not None else verification.features_of(req.image)
         except Exception:
             return rel, None, False
         kept = np.isin(ids, own) | (vectors @ q >= verification.BURST)
