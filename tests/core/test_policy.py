@@ -637,6 +637,24 @@ def test_a_box_on_a_landmark_the_library_does_not_hold_reads_as_no_match(three_l
     assert len(held) == 5 and all(held), held
 
 
+def held_subjects_read(searcher, d, landmarks: dict, uk: list, objects, top: int) -> list:
+    """What the searches of a library's own subjects read: for each photo of a held landmark that
+    the library does not hold (`landmarks`: {name: paths}), its first result's relevance (None when
+    of another landmark); for each held UKBench object (`objects`: numbers; `uk`: the UKBench photos,
+    copied into `d`), its first view searched from the library, the lowest of its first `top`
+    results' (None when one is of another object)."""
+    right = []
+    for n, photos in landmarks.items():
+        for q in photos:
+            h = searcher.search(SearchRequest(path=str(q), top=10)).hits[0]
+            right.append(round(h.score, 2) if f"_{n}_" in h.path else None)
+    for obj in objects:
+        res = searcher.search(SearchRequest(path=str(d / uk[4 * obj].name), top=top))
+        right.append(round(min(h.score for h in res.hits), 2) if all(
+            int(h.path[-9:-4]) // 4 == obj for h in res.hits) else None)
+    return right
+
+
 @pytest.mark.slow
 def test_a_photo_of_a_kind_the_library_holds_but_not_of_its_subject_reads_as_no_match(tmp_path):
     """Trials 13-17: in a library of a few hundred mixed photos, photos it does not hold read a
@@ -659,15 +677,8 @@ def test_a_photo_of_a_kind_the_library_holds_but_not_of_its_subject_reads_as_no_
         first = lambda q: searcher.search(SearchRequest(path=str(q), top=10)).hits[0]
         outside = (landmarks["defense"][:4] + landmarks["moulinrouge"][:2] + uk[400:416:4] + extra[6::116])
         wrong = [round(first(q).score, 2) for q in outside]
-        right = []
-        for n in ("eiffel", "louvre", "invalides"):  # photos of the held landmarks, not in the library
-            for q in landmarks[n][16:20]:
-                h = first(q)
-                right.append(round(h.score, 2) if f"_{n}_" in h.path else None)
-        for obj in range(0, 15, 3):  # a held object's view, searched from the library
-            res = searcher.search(SearchRequest(path=str(d / uk[4 * obj].name), top=3))
-            right.append(round(min(h.score for h in res.hits), 2) if all(
-                int(h.path[-9:-4]) // 4 == obj for h in res.hits) else None)
+        right = held_subjects_read(searcher, d, {n: landmarks[n][16:20] for n in ("eiffel", "louvre", "invalides")},
+                                   uk, range(0, 15, 3), 3)
     finally:
         svc.close()
     print("not held:", wrong, "held:", right)
@@ -765,15 +776,7 @@ def test_a_look_alike_that_shares_few_of_the_photos_details_reads_as_no_match(tm
             res = searcher.search(SearchRequest(path=str(q), top=10))
             wrong.append(round(res.hits[0].score, 2))
             plans.append(res.plan.unmatched)
-        right = []
-        for n in landmarks:  # photos of the held landmarks, not in the library
-            for q in landmarks[n][16:22]:
-                h = searcher.search(SearchRequest(path=str(q), top=10)).hits[0]
-                right.append(round(h.score, 2) if f"_{n}_" in h.path else None)
-        for obj in range(0, 25, 2):  # a held object's view, searched from the library
-            res = searcher.search(SearchRequest(path=str(d / uk[4 * obj].name), top=4))
-            right.append(round(min(h.score for h in res.hits), 2) if all(
-                int(h.path[-9:-4]) // 4 == obj for h in res.hits) else None)
+        right = held_subjects_read(searcher, d, {n: landmarks[n][16:22] for n in landmarks}, uk, range(0, 25, 2), 4)
     finally:
         svc.close()
     print("not held:", wrong, "unmatched:", plans, "held:", right)
