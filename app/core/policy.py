@@ -129,17 +129,20 @@ MATCH_RAW_MODELS = ("efficientnet-lite2", "efficientnet-lite0")
 MATCH_RAW_BOX = 0.71
 # A whole photo whose best match's raw cosine is below MATCH_RAW_SURE has its first results matched
 # with it part by part (app/core/verification.py, UNMATCHED_*). The look-alikes of the same kind that
-# pass MATCH_RAW (photos of people indoors -> a lab photo 0.96, a camera -> another camera 0.95, a
-# toy -> another toy 0.94) share 0-11 SIFT inliers with the photo, as a landmark's right photos seen
+# pass MATCH_RAW (people in a kitchen -> a lab photo 0.96, a man on a train -> a couple in a car
+# 0.93, people in a wood -> a child on a forest path 0.89) share 0-11 SIFT inliers with the photo, as a landmark's right photos seen
 # from afar do (6 at the 10th percentile), but those read a raw cosine of 0.78 or more: of 355
 # searches of held UKBench and Paris photos in a 600-photo library, 3 lie below it with fewer than
 # 10 inliers in their first three (one read 0.00 already); of 160 searches of photos it does not
 # hold, 23 of the 31 whose first result read 0.5 or more. Searches for photos not held whose first
 # result reads below 0.5: 0.81 -> 0.95 there, 0.83 -> 0.96 in a 1,350-photo library (not used to
-# choose it), right results kept at 0.5 unchanged in both. Measured with the default model; the
-# other presets' share MATCH_RAW. Not for boxes: a box on the Louvre pyramid read its landmark's
-# photos at 0.776 with 4-7 inliers (benchmarks/relevance.py, docs/quality.md "Look-alikes").
+# choose it), right results kept at 0.5 the same to two decimals in both (3 held searches of 1,350
+# lost results at 0.5: a Louvre photo's 18, an Eiffel photo's 12, a UKBench view's 1). Measured with the
+# default model (Lite2 at 512 px) alone, so for Lite2 alone (at 1,024 px, the "quality" preset, not
+# measured); a raw cosine depends on the model. Not for boxes: a box on the Louvre pyramid read its
+# landmark's photos at 0.776 with 4-7 inliers (benchmarks/relevance.py, docs/quality.md "Look-alikes").
 MATCH_RAW_SURE = 0.78
+MATCH_RAW_SURE_MODELS = ("efficientnet-lite2",)
 
 
 # ... and whether the best match is as close to the query as its own nearest photo is to it
@@ -268,9 +271,9 @@ def use_her(sims, query_in_library: bool, min_neighbours: int = HER_MIN_NEIGHBOU
 class SearchPlan:
     """How one query is refined. her: True | False | "auto" (decided per query from its
     neighbourhood: `use_her`); box_mode: map | crop | hybrid (box queries only); verified, as
-    applied: None when the first results were not matched with the query part by part (no HeR, a
-    box, or the query could not be read for it), else how many of them stood above a step of
-    local-feature matches (0: none; app/core/verification.py); unmatched: a whole photo's first
+    applied: None when no step of local-feature matches was looked for among the first results
+    (no HeR, a box, or the query could not be read for it), else how many of them stood above it
+    (0: none; app/core/verification.py); unmatched: a whole photo's first
     results share few of its details while its best match is not sure by its raw cosine
     (MATCH_RAW_SURE): every result was lowered, the library may not hold its subject."""
 

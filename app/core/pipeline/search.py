@@ -609,7 +609,8 @@ class Searcher:
                                None if neighbour is None else (neighbour - mu) / unit, best_raw, box=req.box is not None)
         # a whole photo whose best match is not sure by its raw cosine: its first results' details
         # decide whether the library holds its subject at all (`_verified`)
-        unsure = whole_photo and best_raw is not None and best_raw < policy.MATCH_RAW_SURE
+        unsure = (whole_photo and best_raw is not None and best_raw < policy.MATCH_RAW_SURE
+                  and snap.space.backbone in policy.MATCH_RAW_SURE_MODELS)
         scale = (mu, unit, her, matched, req.box is None, not snap.whitening.is_identity)
         # Each photo reads its own relevance, as it stands in the whole library's ranking, filter
         # or not, and the list's first results are shown in that order: the ranking's order
@@ -696,17 +697,20 @@ class Searcher:
                                                  step=her, unsure=unsure)
         return finish(w_rel, replace(plan, verified=above, unmatched=unmatched), (time.perf_counter() - t_verify) * 1000)
 
-    VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's (0: none)
+    VERIFIED = 30  # the first results of a HeR search whose local features are matched with the query's (0: none,
+    # and no look-alike test either)
     LOCAL_KEPT = 64  # photos whose local features are kept (up to 260 KB each): a search redone reads none again
 
     def _verified(self, req: SearchRequest, ids: np.ndarray, vectors: np.ndarray, q: np.ndarray, rel: np.ndarray,
                   own: list[int], step: bool = True, unsure: bool = False) -> tuple[np.ndarray, int | None, bool]:
         """The first results of a whole-photo search matched with the query part by part (SIFT
         inliers, in relevance order): (the relevance `rel` (n,) float64 of results `ids` (n,) int64
-        as lowered, how many stood above the step (None: no step looked for, or the query could
-        not be read), whether the search found nothing that shares the query's details).
+        as lowered, how many stood above the step (None: no step looked for, the query could not
+        be read, or nothing shares its details), whether the search found nothing that shares the
+        query's details).
         `unsure` (its best match not sure by its raw cosine: policy.MATCH_RAW_SURE): when none of
-        the first verification.UNMATCHED_FIRST shares verification.UNMATCHED_INLIERS, every result
+        the first verification.UNMATCHED_FIRST (a burst counted once; each read, and it and the
+        query with details enough: verification.judged) shares verification.UNMATCHED_INLIERS, every result
         reads verification.BELOW_STEP of its relevance: a look-alike of the same kind, not the
         query's subject. `step` (a HeR search): every result below a step of inliers
         (verification.step, among the first VERIFIED) and every result after those times
@@ -723,33 +727,44 @@ class Searcher:
         except Exception:
             return rel, None, False
         kept = np.isin(ids, own) | (vectors @ q >= verification.BURST)
-        unsure = unsure and not kept[~np.isin(ids, own)].any()
+        # a near-identical shot of the query among the results: its subject is held; a query with
+        # too few details to share UNMATCHED_INLIERS (sky, fog, a plain product shot) is not judged
+        unsure = unsure and not kept[~np.isin(ids, own)].any() and verification.judged(query)
         if not (step or unsure):
             return rel, None, False
-        first = [int(j) for j in np.argsort(-rel, kind="stable") if not kept[j]][: self.VERIFIED if step else
-                                                                                  verification.UNMATCHED_FIRST]
+        # (a burst among the first three is one photo: three more leave room for three others)
+        first = [int(j) for j in np.argsort(-rel, kind="stable") if not kept[j]][
+            : self.VERIFIED if step else 3 * verification.UNMATCHED_FIRST]
         # a burst among the results is one photo: its shots would make a step of their own over the
         # other views of the same object (tests/core/test_policy.py, three near shots of a view)
         alike = vectors[first] @ vectors[first].T >= verification.BURST  # (m, m)
         lead = {j: first[int(np.argmax(alike[a]))] for a, j in enumerate(first)}  # the first of its burst
-        rows = self.svc.image_rows([int(ids[j]) for j in set(lead.values())])
+        leads = sorted(set(lead.values()), key=first.index)
+        if not step:
+            leads = leads[: verification.UNMATCHED_FIRST]
+        rows = self.svc.image_rows([int(ids[j]) for j in leads])
+        judged: dict[int, bool] = {}  # lead -> whether it has details enough to be judged by (`unsure`)
 
         def count(j: int) -> int | None:
             row = rows.get(int(ids[j]))
             if row is None or not verification.readable(row.path, row.width, row.height):
                 return None
             try:
-                return verification.inliers(query, self._local_features(row.path))
+                theirs = self._local_features(row.path)
+                judged[j] = verification.judged(theirs)
+                return verification.inliers(query, theirs)
             except Exception:  # unreadable, gone, or OpenCV's own error: not counted, not lowered
                 return None
 
-        leads = sorted(set(lead.values()), key=first.index)
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
             counts = dict(zip(leads, pool.map(count, leads)))
         if unsure:
-            best = [c for j in first[: verification.UNMATCHED_FIRST] if (c := counts[lead[j]]) is not None]
-            if best and max(best) < verification.UNMATCHED_INLIERS:
-                return np.where(kept, rel, rel * verification.BELOW_STEP), (0 if step else None), True
+            # only when each of the first photos was read and has details enough: one that could
+            # not be judged might be the query's subject
+            firsts = leads[: verification.UNMATCHED_FIRST]
+            if firsts and all(counts[j] is not None and judged.get(j) for j in firsts) and \
+                    max(counts[j] for j in firsts) < verification.UNMATCHED_INLIERS:
+                return np.where(kept, rel, rel * verification.BELOW_STEP), None, True
         if not step:
             return rel, None, False
         cut = verification.step([c for c in counts.values() if c is not None])
