@@ -790,3 +790,28 @@ def test_a_look_alike_that_shares_few_of_the_photos_details_reads_as_no_match(tm
     assert np.mean([s < 0.5 for s in wrong]) >= 0.65, wrong
     assert sum(plans) >= 14, plans
     assert np.mean([s is not None and s >= 0.5 for s in right]) >= 0.85, right
+
+
+def test_the_look_alike_test_judges_only_photos_with_details_enough(tmp_path, monkeypatch):
+    """The look-alike test (Searcher._verified, `unsure`) lowers a search whose first three results
+    share few of the query's details. A query with almost no features (a plain grey photo) shares
+    few with anything: it is not judged (before, it read as not held whatever the library held).
+    Here every search is unsure (policy.MATCH_RAW_SURE above any cosine; the shipped model): an
+    object's view the library does not hold reads as not held, a held object's view does not."""
+    from PIL import Image
+
+    from tests.conftest import shared_photos
+
+    monkeypatch.setattr(policy, "MATCH_RAW_SURE", 1.01)
+    uk = shared_photos("ukbench", 16)
+    plain = tmp_path / "plain.png"
+    Image.new("RGB", (640, 480), (128, 128, 128)).save(plain)
+    svc, d = shipped_library(tmp_path, uk[:12])  # three objects, four views each
+    try:
+        searcher = Searcher(svc)
+        plan = {name: searcher.search(SearchRequest(path=str(q), top=10)).plan
+                for name, q in (("not held", uk[12]), ("held", d / uk[0].name), ("plain", plain))}
+    finally:
+        svc.close()
+    assert plan["not held"].unmatched and not plan["held"].unmatched, plan
+    assert not plan["plain"].unmatched, plan["plain"]
