@@ -135,9 +135,9 @@ MATCH_RAW_BOX = 0.71
 # searches of held UKBench and Paris photos in a 600-photo library, 3 lie below it with fewer than
 # 10 inliers in their first three (one read 0.00 already); of 160 searches of photos it does not
 # hold, 23 of the 31 whose first result read 0.5 or more. Searches for photos not held whose first
-# result reads below 0.5: 0.81 -> 0.95 there, 0.83 -> 0.96 in a 1,350-photo library (not used to
-# choose it), right results kept at 0.5 the same to two decimals in both (3 held searches of 1,350
-# lost results at 0.5: a Louvre photo's 18, an Eiffel photo's 12, a UKBench view's 1). Measured with the
+# result reads below 0.5: 0.81 -> 0.95 there, 0.83 -> 0.95 in a 1,350-photo library (not used to
+# choose it), right results kept at 0.5 the same to two decimals in both (2 held searches of 1,350
+# lost results at 0.5: a Louvre photo's 18, an Eiffel photo's 12). Measured with the
 # default model (Lite2 at 512 px) alone, so for Lite2 alone (at 1,024 px, the "quality" preset, not
 # measured); a raw cosine depends on the model. Not for boxes: a box on the Louvre pyramid read its
 # landmark's photos at 0.776 with 4-7 inliers (benchmarks/relevance.py, docs/quality.md "Look-alikes").
